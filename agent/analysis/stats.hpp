@@ -1,0 +1,21 @@
+// Small statistics used by the reports. Percentiles use linear interpolation between closest
+// ranks (the method numpy calls "linear"), so p50 of an even count is the mean of the middle two.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ld::analysis {
+
+double percentile(std::vector<double> values, double p);  // p in [0,100]; NaN when empty
+double median(std::vector<double> values);
+double mean(const std::vector<double>& values);            // NaN when empty
+double stddev(const std::vector<double>& values);          // population sd; NaN when empty
+
+struct Distribution {
+  uint64_t count = 0;
+  double p50 = 0, p90 = 0, p95 = 0, p99 = 0, max = 0, mean = 0, stddev = 0;  // NaN when count==0
+};
+Distribution describe(const std::vector<double>& values);
+
+}  // namespace ld::analysis
