@@ -1,4 +1,4 @@
-/* Event records shared by the BPF programs (bpf/*.bpf.c) and user space.
+/* Event records shared by the BPF programs (bpf/NAME.bpf.c) and user space.
  *
  * Plain fixed-width types only, no kernel headers: this file is included by
  * BPF C (after vmlinux.h) and by C++ (after <cstdint>).  Every record starts

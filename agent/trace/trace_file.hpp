@@ -34,7 +34,8 @@ class TraceError : public std::runtime_error {
 class TraceWriter {
  public:
   // Creates (truncates) `path` with mode 0600 and writes the file header.
-  // Throws TraceError with a one-line reason (path + strerror) on failure.
+  // Throws TraceError with a one-line reason (path + strerror) on failure. `header` must be a
+  // JSON object (null is written as {}); chunk_bytes is the raw size that triggers a chunk.
   TraceWriter(const std::string& path, const nlohmann::json& header,
               size_t chunk_bytes = 256 * 1024);
   ~TraceWriter();  // flushes what is buffered; never throws
@@ -46,9 +47,12 @@ class TraceWriter {
   void append(const void* record, size_t len);
   // Writes what is buffered as one chunk now (e.g. on a timer so a quiet trace still lands).
   void flush();
-  // Flushes and writes the TRAILER chunk. Further appends are an error.
+  // Flushes and writes the TRAILER chunk (a JSON object; null is written as {}).
+  // Further appends are an error.
   void finish(const nlohmann::json& trailer);
 
+  // Records and bytes that have reached the file (header included in bytes); records still
+  // buffered for the chunk being filled are not counted until that chunk is written.
   uint64_t records_written() const;
   uint64_t bytes_written() const;
 
@@ -63,9 +67,13 @@ struct ReadSummary {
   uint64_t records = 0;               // records delivered to the sink
   uint64_t chunks_ok = 0;
   uint64_t chunks_bad = 0;
-  std::vector<std::string> warnings;  // "trace.ldtrace: chunk at byte 1234: CRC mismatch, skipped"
+  // One line each, e.g. "trace.ldtrace: chunk at byte 1234: CRC mismatch; skipped" or
+  // "trace.ldtrace: truncated at byte 5678 (last 90 bytes unreadable); the trace ends there".
+  std::vector<std::string> warnings;
 };
 
+// `rec` sits in 8-aligned storage holding the whole record (rec.size bytes, zero-padded to at
+// least 256), valid only during the call. Types are not checked: unknown ones are delivered too.
 using RecordSink = std::function<void(const ld_hdr& rec)>;
 
 // Reads a whole trace, calling `sink` for every well-formed record in file order.

@@ -1,0 +1,79 @@
+#include "analysis/stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace ld::analysis {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::vector<double> without_nan(const std::vector<double>& values) {
+  std::vector<double> kept;
+  kept.reserve(values.size());
+  for (double v : values) {
+    if (!std::isnan(v)) kept.push_back(v);
+  }
+  return kept;
+}
+
+// `sorted` must be ascending and free of NaN.
+double percentile_of_sorted(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return kNaN;
+  if (std::isnan(p)) return kNaN;
+  p = std::clamp(p, 0.0, 100.0);
+  const double rank = p / 100.0 * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(rank));
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  const double fraction = rank - static_cast<double>(lo);
+  if (fraction == 0.0 || lo == hi) return sorted[lo];
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * fraction;
+}
+
+double mean_of(const std::vector<double>& finite) {
+  if (finite.empty()) return kNaN;
+  double sum = 0;
+  for (double v : finite) sum += v;
+  return sum / static_cast<double>(finite.size());
+}
+
+// Two passes: the naive sum-of-squares formula loses precision when gaps are large and similar.
+double stddev_of(const std::vector<double>& finite) {
+  if (finite.empty()) return kNaN;
+  const double m = mean_of(finite);
+  double sum_sq = 0;
+  for (double v : finite) sum_sq += (v - m) * (v - m);
+  return std::sqrt(sum_sq / static_cast<double>(finite.size()));
+}
+
+}  // namespace
+
+double percentile(std::vector<double> values, double p) {
+  std::vector<double> kept = without_nan(values);
+  std::sort(kept.begin(), kept.end());
+  return percentile_of_sorted(kept, p);
+}
+
+double median(std::vector<double> values) { return percentile(std::move(values), 50.0); }
+
+double mean(const std::vector<double>& values) { return mean_of(without_nan(values)); }
+
+double stddev(const std::vector<double>& values) { return stddev_of(without_nan(values)); }
+
+Distribution describe(const std::vector<double>& values) {
+  std::vector<double> sorted = without_nan(values);
+  std::sort(sorted.begin(), sorted.end());
+  Distribution d;
+  d.count = sorted.size();
+  d.p50 = percentile_of_sorted(sorted, 50);
+  d.p90 = percentile_of_sorted(sorted, 90);
+  d.p95 = percentile_of_sorted(sorted, 95);
+  d.p99 = percentile_of_sorted(sorted, 99);
+  d.max = sorted.empty() ? kNaN : sorted.back();
+  d.mean = mean_of(sorted);
+  d.stddev = stddev_of(sorted);
+  return d;
+}
+
+}  // namespace ld::analysis

@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: GPL-2.0
+/* sock: every send and receive of the target processes on a socket, with the
+ * class of its first bytes, so that user space can rebuild requests and token
+ * emissions without ever seeing a payload byte.
+ *
+ * Only syscall tracepoints: this probe must work on kernels without kprobes
+ * or BPF trampolines.  read/write are hooked too because Python servers
+ * (uvicorn, aiohttp) write SSE events with write(2) on the socket fd; the fd
+ * is checked to be a socket at entry so file IO costs only that check.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+
+#include "common.bpf.h"
+#include "classify.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define LD_S_IFMT 0170000
+#define LD_S_IFSOCK 0140000
+#define LD_AF_UNIX 1
+#define LD_AF_INET 2
+#define LD_AF_INET6 10
+#define LD_EAGAIN 11
+#define LD_MAX_IOV 4
+
+/* Set by user space before load. */
+const volatile __u64 ld_sock_id_key = 0; /* hides kernel addresses in sock_id */
+const volatile bool ld_follow_children = false;
+
+struct ld_inflight {
+	__u64 ts;
+	__u64 sock_id;
+	__u64 buf;     /* user buffer, or iovec array when vec */
+	__u64 len;     /* buffer length, or iovec count when vec */
+	__u32 fd;
+	__u16 lport;
+	__u16 rport;
+	__u16 family;
+	__u8 syscall;
+	__u8 dir;
+	__u8 vec;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32); /* tid */
+	__type(value, struct ld_inflight);
+} ld_sock_inflight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ld_scratch);
+} ld_sock_scratch SEC(".maps");
+
+/* Fills the socket identity of `fd` of the current task; 0 when fd is not
+ * an AF_INET/AF_INET6/AF_UNIX socket. */
+static __always_inline int ld_sock_of_fd(__u32 fd, struct ld_inflight *in)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct file **fds;
+	struct file *f = NULL;
+	struct socket *sock;
+	struct sock *sk;
+	umode_t mode;
+
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	fds = BPF_CORE_READ(fdt, fd);
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+		return 0;
+	mode = BPF_CORE_READ(f, f_inode, i_mode);
+	if ((mode & LD_S_IFMT) != LD_S_IFSOCK)
+		return 0;
+	sock = BPF_CORE_READ(f, private_data);
+	sk = BPF_CORE_READ(sock, sk);
+	if (!sk)
+		return 0;
+	in->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (in->family != LD_AF_INET && in->family != LD_AF_INET6 && in->family != LD_AF_UNIX)
+		return 0;
+	/* skc_num is host order, skc_dport network order. */
+	in->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	in->rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	in->sock_id = ((__u64)sk ^ ld_sock_id_key) * 0x9E3779B97F4A7C15ULL;
+	return 1;
+}
+
+static __always_inline int ld_io_enter(__u32 fd, __u64 buf, __u64 len, __u8 syscall, __u8 dir,
+				       __u8 vec)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	struct ld_inflight in = {};
+
+	if (!ld_is_target(id >> 32))
+		return 0;
+	if (!ld_sock_of_fd(fd, &in))
+		return 0;
+	in.ts = bpf_ktime_get_ns();
+	in.buf = buf;
+	in.len = len;
+	in.fd = fd;
+	in.syscall = syscall;
+	in.dir = dir;
+	in.vec = vec;
+	bpf_map_update_elem(&ld_sock_inflight, &tid, &in, BPF_ANY);
+	return 0;
+}
+
+/* Copies up to LD_SCRATCH_BYTES of the payload (at most `avail` bytes) into
+ * the scratch buffer; returns how many. */
+static __always_inline __u32 ld_gather(struct ld_scratch *s, const struct ld_inflight *in,
+				       __u64 avail)
+{
+	__u64 take, off = 0;
+
+	/* classify.h relies on zeros after the payload (see its contract). */
+	for (int i = 0; i < (LD_SCRATCH_BYTES + 16) / 8; i++)
+		((__u64 *)s->b)[i] = 0;
+	if (avail > LD_SCRATCH_BYTES)
+		avail = LD_SCRATCH_BYTES;
+	if (!in->vec) {
+		take = avail & 1023;
+		if (take && bpf_probe_read_user(s->b, take, (void *)in->buf))
+			return 0;
+		return take;
+	}
+	/* writev/sendmsg: Rust servers write [size line, event, "\r\n"] as
+	 * separate iovecs, so classify the gathered prefix, not iov[0]. */
+	for (int i = 0; i < LD_MAX_IOV; i++) {
+		struct iovec iov;
+
+		if (i >= in->len || off >= avail)
+			break;
+		if (bpf_probe_read_user(&iov, sizeof(iov), (void *)(in->buf + i * sizeof(iov))))
+			break;
+		take = iov.iov_len;
+		if (take > avail - off)
+			take = avail - off;
+		take &= 1023;
+		if (take && bpf_probe_read_user(&s->b[off & 511], take, iov.iov_base))
+			break;
+		off += take;
+	}
+	return off;
+}
+
+static __always_inline int ld_io_exit(long ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, zero = 0;
+	struct ld_inflight *in = bpf_map_lookup_elem(&ld_sock_inflight, &tid);
+	struct ld_scratch *s;
+	struct ld_sock_io *e;
+	__u64 avail;
+	__u32 n;
+
+	if (!in)
+		return 0;
+	/* Non-blocking servers poll with reads that return EAGAIN: no IO. */
+	if (ret == -LD_EAGAIN)
+		goto out;
+	s = bpf_map_lookup_elem(&ld_sock_scratch, &zero);
+	if (!s)
+		goto out;
+	/* Received bytes exist only up to ret; a failed send still has its buffer. */
+	avail = ret > 0 ? (__u64)ret : (in->dir == LD_DIR_SEND ? in->len : 0);
+	if (in->vec && ret <= 0)
+		avail = 0;
+	n = ld_gather(s, in, avail);
+
+	e = ld_reserve(LD_PROBE_SOCK, LD_EV_SOCK_IO, sizeof(*e));
+	if (!e)
+		goto out;
+	e->sock_id = in->sock_id;
+	e->dur_ns = e->hdr.ts_ns - in->ts;
+	e->ret = ret;
+	e->fd = in->fd;
+	e->lport = in->lport;
+	e->rport = in->rport;
+	e->family = in->family;
+	e->dir = in->dir;
+	e->syscall = in->syscall;
+	e->cls = ld_classify(s, n);
+	e->sse_events = (e->cls == LD_PC_SSE_DATA || e->cls == LD_PC_HTTP_RESPONSE_SSE) ? 1 : 0;
+	e->_pad = 0;
+	ld_commit(LD_PROBE_SOCK, e);
+out:
+	bpf_map_delete_elem(&ld_sock_inflight, &tid);
+	return 0;
+}
+
+#define LD_ARG(i) (ctx->args[i])
+
+/* Plain buffer syscalls: (fd, buf, len, ...) */
+#define LD_IO_PLAIN(name, sc, dir)                                                   \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                                  \
+	int ld_enter_##name(struct trace_event_raw_sys_enter *ctx)                   \
+	{                                                                            \
+		return ld_io_enter(LD_ARG(0), LD_ARG(1), LD_ARG(2), sc, dir, 0);     \
+	}                                                                            \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                                   \
+	int ld_exit_##name(struct trace_event_raw_sys_exit *ctx)                     \
+	{                                                                            \
+		return ld_io_exit(ctx->ret);                                         \
+	}
+
+/* iovec syscalls: (fd, iov, iovcnt) */
+#define LD_IO_VEC(name, sc, dir)                                                     \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                                  \
+	int ld_enter_##name(struct trace_event_raw_sys_enter *ctx)                   \
+	{                                                                            \
+		return ld_io_enter(LD_ARG(0), LD_ARG(1), LD_ARG(2), sc, dir, 1);     \
+	}                                                                            \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                                   \
+	int ld_exit_##name(struct trace_event_raw_sys_exit *ctx)                     \
+	{                                                                            \
+		return ld_io_exit(ctx->ret);                                         \
+	}
+
+/* msghdr syscalls: (fd, msg, flags); the iovecs are in the user msghdr. */
+#define LD_IO_MSG(name, sc, dir)                                                     \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                                  \
+	int ld_enter_##name(struct trace_event_raw_sys_enter *ctx)                   \
+	{                                                                            \
+		struct user_msghdr msg = {};                                         \
+		if (bpf_probe_read_user(&msg, sizeof(msg), (void *)LD_ARG(1)))       \
+			return 0;                                                    \
+		return ld_io_enter(LD_ARG(0), (__u64)msg.msg_iov, msg.msg_iovlen, sc, \
+				   dir, 1);                                          \
+	}                                                                            \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                                   \
+	int ld_exit_##name(struct trace_event_raw_sys_exit *ctx)                     \
+	{                                                                            \
+		return ld_io_exit(ctx->ret);                                         \
+	}
+
+LD_IO_PLAIN(read, LD_SC_READ, LD_DIR_RECV)
+LD_IO_PLAIN(write, LD_SC_WRITE, LD_DIR_SEND)
+LD_IO_PLAIN(sendto, LD_SC_SENDTO, LD_DIR_SEND)
+LD_IO_PLAIN(recvfrom, LD_SC_RECVFROM, LD_DIR_RECV)
+LD_IO_VEC(readv, LD_SC_READV, LD_DIR_RECV)
+LD_IO_VEC(writev, LD_SC_WRITEV, LD_DIR_SEND)
+LD_IO_MSG(sendmsg, LD_SC_SENDMSG, LD_DIR_SEND)
+LD_IO_MSG(recvmsg, LD_SC_RECVMSG, LD_DIR_RECV)
+
+SEC("tracepoint/syscalls/sys_enter_close")
+int ld_enter_close(struct trace_event_raw_sys_enter *ctx)
+{
+	struct ld_inflight in = {};
+	struct ld_sock_close *e;
+
+	if (!ld_is_target(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	if (!ld_sock_of_fd(LD_ARG(0), &in))
+		return 0;
+	e = ld_reserve(LD_PROBE_SOCK, LD_EV_SOCK_CLOSE, sizeof(*e));
+	if (!e)
+		return 0;
+	e->sock_id = in.sock_id;
+	e->fd = LD_ARG(0);
+	e->_pad = 0;
+	ld_commit(LD_PROBE_SOCK, e);
+	return 0;
+}
+
+SEC("tracepoint/sched/sched_process_exit")
+int ld_task_exit(void *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct task_struct *task;
+	struct ld_task_exit *e;
+
+	if (!ld_is_target(id >> 32))
+		return 0;
+	task = (struct task_struct *)bpf_get_current_task();
+	e = ld_reserve(LD_PROBE_SOCK, LD_EV_TASK_EXIT, sizeof(*e));
+	if (!e)
+		return 0;
+	e->exit_code = BPF_CORE_READ(task, exit_code);
+	e->is_process = (__u32)id == (id >> 32);
+	ld_commit(LD_PROBE_SOCK, e);
+	return 0;
+}
+
+/* --children: a raw tracepoint, because only its arguments (the task
+ * structs) tell a new process (child pid == child tgid) from a new thread. */
+SEC("raw_tracepoint/sched_process_fork")
+int ld_fork(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *parent = (struct task_struct *)ctx->args[0];
+	struct task_struct *child = (struct task_struct *)ctx->args[1];
+	__u32 parent_tgid, child_tgid, child_pid;
+	__u8 one = 1;
+
+	if (!ld_follow_children)
+		return 0;
+	parent_tgid = BPF_CORE_READ(parent, tgid);
+	child_tgid = BPF_CORE_READ(child, tgid);
+	child_pid = BPF_CORE_READ(child, pid);
+	if (child_pid != child_tgid || !ld_is_target(parent_tgid))
+		return 0;
+	bpf_map_update_elem(&ld_targets, &child_tgid, &one, BPF_NOEXIST);
+	return 0;
+}
