@@ -1,0 +1,121 @@
+#include "analysis/event_analyzer.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "events.h"
+#include "tokens/token_log.hpp"
+
+namespace ld::analysis {
+namespace {
+
+template <typename T>
+const T* as(const ld_hdr& rec, size_t size) {
+  return size >= sizeof(T) ? reinterpret_cast<const T*>(&rec) : nullptr;
+}
+
+report::Target target_from_header(const nlohmann::json& header) {
+  report::Target target;
+  const auto& t = header.value("target", nlohmann::json::object());
+  if (t.contains("pids") && t["pids"].is_array())
+    for (const auto& pid : t["pids"])
+      if (pid.is_number_integer()) target.pids.push_back(pid.get<int>());
+  target.comm = t.value("comm", "");
+  target.exe = t.value("exe", "");
+  return target;
+}
+
+std::vector<report::ProbeStatus> probes_from(const nlohmann::json& list) {
+  std::vector<report::ProbeStatus> probes;
+  if (!list.is_array()) return probes;
+  for (const auto& p : list) {
+    if (!p.is_object()) continue;
+    probes.push_back({p.value("name", "?"), p.value("status", "?"), p.value("reason", ""),
+                      p.value("events", uint64_t{0}), p.value("lost", uint64_t{0})});
+  }
+  return probes;
+}
+
+// Token-log requests outside the trace window belong to another run: leave them out.
+void keep_requests_in_window(Timeline& timeline, uint64_t start, uint64_t end,
+                             std::vector<std::string>& warnings) {
+  auto outside = [&](const Request& r) { return r.start_ns < start || (end && r.start_ns > end); };
+  auto removed = std::count_if(timeline.requests.begin(), timeline.requests.end(), outside);
+  if (removed == 0) return;
+  timeline.requests.erase(std::remove_if(timeline.requests.begin(), timeline.requests.end(), outside),
+                          timeline.requests.end());
+  warnings.push_back(fmt::format("{} request(s) of the token log started outside the trace "
+                                 "window and were left out",
+                                 removed));
+}
+
+}  // namespace
+
+void EventAnalyzer::on_record(const ld_hdr& rec, size_t size) {
+  records_++;
+  if (!first_ts_ || rec.ts_ns < first_ts_) first_ts_ = rec.ts_ns;
+  last_ts_ = std::max(last_ts_, rec.ts_ns);
+  switch (rec.type) {
+    case LD_EV_SOCK_IO:
+      if (auto* io = as<ld_sock_io>(rec, size)) {
+        if (io->dir == LD_DIR_RECV && io->cls == LD_PC_HTTP_REQUEST) request_lines_++;
+        sockets_.add(*io);
+      } else {
+        malformed_++;
+      }
+      break;
+    case LD_EV_SOCK_CLOSE:
+      if (auto* c = as<ld_sock_close>(rec, size)) sockets_.add(*c); else malformed_++;
+      break;
+    case LD_EV_TASK_EXIT:
+      if (auto* e = as<ld_task_exit>(rec, size)) sockets_.add(*e); else malformed_++;
+      break;
+    default:
+      unknown_types_++;
+  }
+}
+
+report::Report EventAnalyzer::finish(const nlohmann::json& header, const nlohmann::json& trailer,
+                                     const std::string& token_source,
+                                     std::vector<std::string> warnings) {
+  const auto clock = header.value("clock", nlohmann::json::object());
+  const int64_t offset = clock.value("realtime_minus_monotonic_ns", int64_t{0});
+  const uint64_t start = clock.value("start_mono_ns", first_ts_);
+  uint64_t end = last_ts_;
+  if (trailer.is_object() && trailer.contains("end_mono_ns"))
+    end = trailer.value("end_mono_ns", last_ts_);
+  else
+    warnings.push_back("the trace has no trailer (was the agent killed?): the window ends at the "
+                       "last event and probe counters are unknown");
+  if (malformed_) warnings.push_back(fmt::format("{} malformed event record(s) skipped", malformed_));
+  if (unknown_types_)
+    warnings.push_back(fmt::format("{} event record(s) of types this version does not know "
+                                   "were skipped (trace from a newer latency-doctor?)",
+                                   unknown_types_));
+
+  Timeline timeline = sockets_.finish();
+  std::string used_source = token_source;
+  if (token_source.rfind("jsonl:", 0) == 0) {
+    try {
+      auto log = tokens::read_token_log(token_source.substr(6), offset);
+      for (auto& w : log.warnings) warnings.push_back(std::move(w));
+      timeline = std::move(log.timeline);
+      keep_requests_in_window(timeline, start, end, warnings);
+    } catch (const std::exception& e) {
+      // The recording is worth more than the token log: report from socket sends instead.
+      warnings.push_back(fmt::format("{}; token times taken from socket sends instead", e.what()));
+      used_source = "sse";
+    }
+  }
+
+  auto report = report::build_report(timeline, target_from_header(header), start, std::max(start, end),
+                                     offset);
+  report.token_source = used_source;
+  report.probes = probes_from(trailer.is_object() && trailer.contains("probes") ? trailer["probes"]
+                                                                               : header.value("probes", nlohmann::json::array()));
+  for (auto& w : warnings) report.warnings.push_back(std::move(w));
+  return report;
+}
+
+}  // namespace ld::analysis

@@ -1,0 +1,43 @@
+// From a recorded event stream (live or read back from a trace) to a report.
+// attach and report both go through this class, so a trace read back gives the report the
+// live run gave.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/timeline.hpp"
+#include "report/report.hpp"
+
+struct ld_hdr;
+
+namespace ld::analysis {
+
+class EventAnalyzer {
+ public:
+  // `size` is the record's byte length (hdr.size); records too short for their type are
+  // counted as malformed and skipped, unknown types are counted and skipped.
+  void on_record(const ld_hdr& rec, size_t size);
+
+  uint64_t records() const { return records_; }
+  uint64_t request_lines_seen() const { return request_lines_; }  // live progress only
+
+  // token_source: "sse" (socket timeline) or "jsonl:PATH" (read now, aligned with the
+  // trace header's clock offset). Consumes the analyzer.
+  report::Report finish(const nlohmann::json& header, const nlohmann::json& trailer,
+                        const std::string& token_source, std::vector<std::string> warnings);
+
+ private:
+  SocketTimelineBuilder sockets_;
+  uint64_t records_ = 0;
+  uint64_t malformed_ = 0;
+  uint64_t unknown_types_ = 0;
+  uint64_t request_lines_ = 0;
+  uint64_t first_ts_ = 0;
+  uint64_t last_ts_ = 0;
+};
+
+}  // namespace ld::analysis

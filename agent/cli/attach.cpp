@@ -1,0 +1,87 @@
+// latency-doctor attach: record + analyse, then print the report.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "analysis/event_analyzer.hpp"
+#include "cli/common.hpp"
+#include "probes/probe_session.hpp"
+#include "probes/recorder.hpp"
+#include "trace/trace_file.hpp"
+
+namespace ld::cli {
+namespace {
+
+struct AttachOptions {
+  RecordFlags record;
+  std::string tokens = "sse";
+  std::string record_path;
+  std::string format = "text";
+  std::string output;
+};
+
+int run_attach(const AttachOptions& o) {
+  probes::RecordOptions options;
+  std::optional<std::string> token_source;
+  try {
+    options = to_record_options(o.record);
+    token_source = parse_token_source(o.tokens);
+    if (!token_source)
+      throw std::invalid_argument(fmt::format("--tokens {}: expected sse or jsonl:FILE", o.tokens));
+    render(report::Report{}, o.format);  // rejects an unknown format before we trace
+  } catch (const std::invalid_argument& e) {
+    print_error("attach", e.what());
+    return kExitUsage;
+  }
+  options.trace_path = o.record_path;
+  options.token_source = *token_source;
+  try {
+    auto out = Output::open(o.output);
+    analysis::EventAnalyzer analyzer;
+    probes::install_stop_signals();
+    auto status = [&] {
+      return fmt::format("{} events, {} requests", analyzer.records(), analyzer.request_lines_seen());
+    };
+    auto recorded = probes::record(
+        options, [&](const ld_hdr& rec, size_t size) { analyzer.on_record(rec, size); }, status);
+    auto report = analyzer.finish(recorded.header, recorded.trailer, options.token_source,
+                                  std::move(recorded.warnings));
+    out->write(render(report, o.format));
+    print_warnings(report.warnings);
+    if (!o.record_path.empty() && !o.record.quiet)
+      fmt::print(stderr, "trace written to {} (latency-doctor report {})\n", o.record_path, o.record_path);
+    return kExitOk;
+  } catch (const std::invalid_argument& e) {
+    print_error("attach", e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    print_error("attach", e.what());
+    return kExitRuntime;
+  }
+}
+
+}  // namespace
+
+void register_attach(CLI::App& app, int& exit_code) {
+  auto opts = std::make_shared<AttachOptions>();
+  auto* sub = app.add_subcommand(
+      "attach",
+      "Trace a running server and explain its TTFT and TPOT\n\n"
+      "Attaches to the server's socket sends, rebuilds every streamed request (time to first\n"
+      "token, gaps between tokens), and prints the report when --duration elapses, on Ctrl-C,\n"
+      "or when the target exits.\n\n"
+      "Examples:\n"
+      "  latency-doctor attach --pid 4242 --duration 60s\n"
+      "  latency-doctor attach --pid 4242 --children --record incident.ldtrace --format json -o report.json\n"
+      "  latency-doctor attach --pid 4242 --tokens jsonl:/var/log/tokens.jsonl");
+  add_record_flags(sub, opts->record, "30s");
+  sub->add_option("--tokens", opts->tokens,
+                  "Where token times come from: sse (the target's own SSE sends) or jsonl:FILE "
+                  "(a token log written by the app or a load client)")
+      ->capture_default_str();
+  sub->add_option("--record", opts->record_path, "Also write the trace to FILE.ldtrace (mode 0600)");
+  sub->add_option("-f,--format", opts->format, "Report format: text or json")->capture_default_str();
+  sub->add_option("-o,--output", opts->output, "Write the report to FILE (mode 0600) instead of stdout");
+  sub->callback([opts, &exit_code] { exit_code = run_attach(*opts); });
+}
+
+}  // namespace ld::cli

@@ -1,0 +1,59 @@
+// latency-doctor bench: drive a streaming endpoint and measure TTFT/TPOT from the client.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "bench/bench.hpp"
+#include "cli/common.hpp"
+
+namespace ld::cli {
+namespace {
+
+int run_bench_cmd(const bench::BenchOptions& o, bool quiet) {
+  if (o.requests <= 0 || o.concurrency <= 0 || o.max_tokens <= 0) {
+    print_error("bench", "--requests, --concurrency and --max-tokens must be positive");
+    return kExitUsage;
+  }
+  try {
+    auto progress = [quiet](const std::string& line) {
+      if (!quiet) fmt::print(stderr, "{}\n", line);
+    };
+    auto result = bench::run_bench(o, progress);
+    fmt::print("{}", bench::format_bench_summary(result));
+    if (!o.tokens_out.empty() && !quiet) fmt::print(stderr, "token log written to {}\n", o.tokens_out);
+    return result.failed == static_cast<int>(result.requests.size()) ? kExitRuntime : kExitOk;
+  } catch (const std::invalid_argument& e) {
+    print_error("bench", e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    print_error("bench", e.what());
+    return kExitRuntime;
+  }
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app, int& exit_code) {
+  auto opts = std::make_shared<bench::BenchOptions>();
+  auto quiet = std::make_shared<bool>(false);
+  opts->url = "http://127.0.0.1:8000/v1/completions";
+  auto* sub = app.add_subcommand(
+      "bench",
+      "Load an OpenAI-style streaming endpoint and measure TTFT and TPOT as a client sees them\n\n"
+      "TTFT is timed to the first SSE data event (not to the response headers, which servers\n"
+      "such as llama.cpp send before prompt processing). Only loopback URLs unless --allow-remote.\n\n"
+      "Examples:\n"
+      "  latency-doctor bench --url http://127.0.0.1:8000/v1/completions --requests 50 --concurrency 4\n"
+      "  latency-doctor bench --requests 20 --tokens-out tokens.jsonl   # then: attach --tokens jsonl:tokens.jsonl");
+  sub->add_option("--url", opts->url, "Streaming completions endpoint")->capture_default_str();
+  sub->add_option("-n,--requests", opts->requests, "Requests to send")->capture_default_str();
+  sub->add_option("-c,--concurrency", opts->concurrency, "Requests in flight at once")->capture_default_str();
+  sub->add_option("--prompt-bytes", opts->prompt_bytes, "Prompt size in bytes")->capture_default_str();
+  sub->add_option("--max-tokens", opts->max_tokens, "max_tokens of each request")->capture_default_str();
+  sub->add_option("--tokens-out", opts->tokens_out, "Write a token log (jsonl, the --tokens jsonl: format)");
+  sub->add_option("--timeout", opts->timeout_s, "Per-request timeout, seconds")->capture_default_str();
+  sub->add_flag("--allow-remote", opts->allow_remote, "Allow a non-loopback URL (your own servers only)");
+  sub->add_flag("-q,--quiet", *quiet, "No progress on stderr");
+  sub->callback([opts, quiet, &exit_code] { exit_code = run_bench_cmd(*opts, *quiet); });
+}
+
+}  // namespace ld::cli

@@ -1,0 +1,84 @@
+// Pieces shared by the subcommands: flag parsing helpers, output files, rendering.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "report/report.hpp"
+
+namespace CLI { class App; }
+
+namespace ld::cli {
+
+// Exit codes of the contract.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUsage = 1;
+inline constexpr int kExitRuntime = 2;
+inline constexpr int kExitAuditFinding = 3;
+
+// "500ms", "30s", "5m", "1h" -> milliseconds; nullopt when malformed or zero.
+std::optional<uint64_t> parse_duration_ms(const std::string& text);
+// "16M", "512K", "1048576" -> bytes; nullopt when malformed.
+std::optional<uint64_t> parse_size(const std::string& text);
+// "sse" or "jsonl:FILE"; nullopt when malformed.
+std::optional<std::string> parse_token_source(const std::string& text);
+std::vector<std::string> split_list(const std::string& text);
+
+// An output destination opened up front (so a bad -o fails before a 30 s recording):
+// "" or "-" is stdout; files are created 0600.
+class Output {
+ public:
+  static std::unique_ptr<Output> open(const std::string& path);  // throws runtime_error
+  void write(const std::string& text);                             // throws runtime_error
+  ~Output();
+  Output(const Output&) = delete;
+  Output& operator=(const Output&) = delete;
+
+ private:
+  Output(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  int fd_;
+  std::string path_;
+};
+
+// Renders in one of the formats this build supports; throws invalid_argument otherwise.
+std::string render(const report::Report& report, const std::string& format);
+inline const std::vector<std::string>& report_formats() {
+  static const std::vector<std::string> formats{"text", "json"};
+  return formats;
+}
+
+// Prints "latency-doctor CMD: error: WHAT" on stderr.
+void print_error(const std::string& command, const std::string& what);
+void print_warnings(const std::vector<std::string>& warnings);
+
+// Subcommand registration: one file each. exit_code receives the command's result.
+void register_attach(CLI::App& app, int& exit_code);
+void register_record(CLI::App& app, int& exit_code);
+void register_report(CLI::App& app, int& exit_code);
+void register_bench(CLI::App& app, int& exit_code);
+void register_version(CLI::App& app, int& exit_code);
+
+}  // namespace ld::cli
+
+namespace ld::probes { struct RecordOptions; }
+
+namespace ld::cli {
+
+// Flags shared by attach and record.
+struct RecordFlags {
+  std::vector<int> pids;
+  bool children = false;
+  std::string duration;
+  std::string probes = "all";
+  std::string ringbuf = "16M";
+  bool quiet = false;
+  bool verbose = false;
+};
+void add_record_flags(CLI::App* sub, RecordFlags& flags, const std::string& default_duration);
+// Throws std::invalid_argument with a message naming the flag.
+probes::RecordOptions to_record_options(const RecordFlags& flags);
+
+}  // namespace ld::cli

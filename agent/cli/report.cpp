@@ -1,0 +1,72 @@
+// latency-doctor report: the report of a recorded trace.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "analysis/event_analyzer.hpp"
+#include "cli/common.hpp"
+#include "events.h"
+#include "trace/trace_file.hpp"
+
+namespace ld::cli {
+namespace {
+
+struct ReportOptions {
+  std::string trace_path;
+  std::string tokens;
+  std::string format = "text";
+  std::string output;
+};
+
+int run_report(const ReportOptions& o) {
+  std::string token_source = "sse";
+  try {
+    if (!o.tokens.empty()) {
+      auto parsed = parse_token_source(o.tokens);
+      if (!parsed)
+        throw std::invalid_argument(fmt::format("--tokens {}: expected sse or jsonl:FILE", o.tokens));
+      token_source = *parsed;
+    }
+    render(report::Report{}, o.format);
+  } catch (const std::invalid_argument& e) {
+    print_error("report", e.what());
+    return kExitUsage;
+  }
+  try {
+    auto out = Output::open(o.output);
+    analysis::EventAnalyzer analyzer;
+    auto read = trace::read_trace(o.trace_path, [&](const ld_hdr& rec) {
+      analyzer.on_record(rec, rec.size);
+    });
+    if (token_source == "sse" && o.tokens.empty())
+      token_source = read.header.value("token_source", std::string("sse"));
+    auto report = analyzer.finish(read.header, read.trailer, token_source, read.warnings);
+    out->write(render(report, o.format));
+    print_warnings(report.warnings);
+    return kExitOk;
+  } catch (const std::exception& e) {
+    print_error("report", e.what());
+    return kExitRuntime;
+  }
+}
+
+}  // namespace
+
+void register_report(CLI::App& app, int& exit_code) {
+  auto opts = std::make_shared<ReportOptions>();
+  auto* sub = app.add_subcommand(
+      "report",
+      "Analyse a recorded trace (from `record` or `attach --record`)\n\n"
+      "A truncated or damaged trace is read up to its last good chunk, with a warning.\n\n"
+      "Examples:\n"
+      "  latency-doctor report incident.ldtrace\n"
+      "  latency-doctor report incident.ldtrace --format json -o report.json\n"
+      "  latency-doctor report incident.ldtrace --tokens jsonl:client-tokens.jsonl");
+  sub->add_option("trace", opts->trace_path, "The .ldtrace file")->required();
+  sub->add_option("--tokens", opts->tokens,
+                  "Token times from jsonl:FILE instead of the recorded socket sends");
+  sub->add_option("-f,--format", opts->format, "Report format: text or json")->capture_default_str();
+  sub->add_option("-o,--output", opts->output, "Write the report to FILE (mode 0600)");
+  sub->callback([opts, &exit_code] { exit_code = run_report(*opts); });
+}
+
+}  // namespace ld::cli

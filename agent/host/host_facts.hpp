@@ -1,0 +1,33 @@
+// Facts about the host and the target processes, read from /proc and /sys.
+// Pure reading, no BPF; every function tolerates missing files.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ld::host {
+
+struct ProcessInfo {
+  int pid = 0;
+  std::string comm;  // /proc/PID/comm
+  std::string exe;   // readlink /proc/PID/exe ("" when not permitted)
+};
+
+// nullopt when the process does not exist (or is a zombie).
+std::optional<ProcessInfo> read_process(int pid);
+// Every live descendant process of `pid` (children, grandchildren, ...).
+std::vector<int> descendants(int pid);
+
+uint64_t monotonic_now_ns();  // CLOCK_MONOTONIC: the BPF clock (bpf_ktime_get_ns)
+uint64_t realtime_now_ns();
+// CLOCK_REALTIME - CLOCK_MONOTONIC, sampled with the tightest of several reads.
+int64_t sample_realtime_minus_monotonic_ns();
+
+// kernel release, CPU model, CPU count, BTF presence: written into trace headers.
+nlohmann::json host_facts_json();
+
+}  // namespace ld::host

@@ -1,0 +1,67 @@
+// Loads, attaches and reads the BPF probes. The only code that knows libbpf.
+//
+// RAII: destroying a ProbeSession detaches every link and closes every
+// program and map, so nothing stays in the kernel after the agent exits. No
+// object is ever pinned, so even a SIGKILL releases everything when the
+// kernel closes our file descriptors.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "report/report.hpp"
+
+struct ld_hdr;
+
+namespace ld::probes {
+
+class ProbeError : public std::runtime_error {
+ public:
+  enum class Kind { Permission, Unsupported, Other };
+  ProbeError(Kind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+struct ProbeOptions {
+  std::vector<uint32_t> tgids;
+  bool follow_children = false;
+  uint32_t ringbuf_bytes = 16u << 20;  // power of two, >= page size
+  std::vector<std::string> probes;     // names to enable; empty = all default probes
+  bool verbose = false;                // libbpf's own log on stderr
+};
+
+using RecordCallback = std::function<void(const ld_hdr& record, size_t size)>;
+
+class ProbeSession {
+ public:
+  // Loads and attaches; throws ProbeError with a one-line reason and the fix.
+  ProbeSession(const ProbeOptions& options, RecordCallback on_record);
+  ~ProbeSession();
+  ProbeSession(const ProbeSession&) = delete;
+  ProbeSession& operator=(const ProbeSession&) = delete;
+
+  // Waits up to timeout_ms for records and hands each to the callback; returns how many.
+  // Records held back by the batched wake-up are drained too.
+  int poll(int timeout_ms);
+  void add_target(uint32_t tgid);
+  std::vector<report::ProbeStatus> status() const;
+
+  static std::vector<std::string> known_probes();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Mounts tracefs at /sys/kernel/tracing when no tracefs is reachable (tracepoint
+// attachment reads event ids from it). Returns a note for the user, or "".
+std::string ensure_tracefs();
+
+}  // namespace ld::probes

@@ -1,0 +1,202 @@
+#include "probes/recorder.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "events.h"
+#include "host/host_facts.hpp"
+#include "probes/probe_session.hpp"
+#include "trace/trace_file.hpp"
+
+namespace ld::probes {
+namespace {
+
+volatile sig_atomic_t g_stop = 0;
+
+void on_stop_signal(int) { g_stop = 1; }
+
+// A pidfd becomes readable when the process exits: no polling of /proc, no pid reuse race.
+class PidWatch {
+ public:
+  explicit PidWatch(int pid) : pid_(pid), fd_(static_cast<int>(syscall(SYS_pidfd_open, pid, 0))) {}
+  ~PidWatch() { if (fd_ >= 0) close(fd_); }
+  PidWatch(const PidWatch&) = delete;
+  PidWatch(PidWatch&& o) noexcept : pid_(o.pid_), fd_(o.fd_) { o.fd_ = -1; }
+  bool exited() const {
+    if (fd_ < 0) return !host::read_process(pid_).has_value();
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+
+ private:
+  int pid_;
+  int fd_;
+};
+
+void validate_pids(const std::vector<int>& pids) {
+  if (pids.empty()) throw std::invalid_argument("no --pid given");
+  for (int pid : pids) {
+    if (pid <= 0) throw std::invalid_argument(fmt::format("--pid {}: not a process id", pid));
+    if (pid == getpid())
+      throw std::invalid_argument(fmt::format("--pid {}: that is latency-doctor itself", pid));
+  }
+}
+
+nlohmann::json make_header(const RecordOptions& options, const std::vector<uint32_t>& tgids,
+                           uint64_t start_mono, int64_t offset) {
+  auto first = host::read_process(options.pids.front());
+  nlohmann::json pids = nlohmann::json::array();
+  for (uint32_t t : tgids) pids.push_back(t);
+  return {
+      {"agent", {{"name", "latency-doctor"}, {"version", LD_VERSION}}},
+      {"created_unix_ns", host::realtime_now_ns()},
+      {"clock", {{"realtime_minus_monotonic_ns", offset}, {"start_mono_ns", start_mono}}},
+      {"target",
+       {{"pids", pids},
+        {"comm", first ? first->comm : ""},
+        {"exe", first ? first->exe : ""},
+        {"children", options.children}}},
+      {"host", host::host_facts_json()},
+      {"token_source", options.token_source},
+      {"duration_requested_ms", options.duration_ms},
+  };
+}
+
+nlohmann::json probes_json(const std::vector<report::ProbeStatus>& probes) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& p : probes)
+    list.push_back({{"name", p.name}, {"status", p.status}, {"reason", p.reason},
+                    {"events", p.events}, {"lost", p.lost}});
+  return list;
+}
+
+class Progress {
+ public:
+  explicit Progress(bool quiet) : quiet_(quiet), tty_(isatty(STDERR_FILENO) == 1) {}
+  void tick(uint64_t now, uint64_t start, uint64_t duration_ms, const std::string& status) {
+    if (quiet_) return;
+    uint64_t every = tty_ ? 1000000000ULL : 10000000000ULL;
+    if (now < last_ + every) return;
+    last_ = now;
+    double elapsed = static_cast<double>(now - start) / 1e9;
+    std::string when = duration_ms ? fmt::format("{:.0f}s/{:.0f}s", elapsed, duration_ms / 1e3)
+                                   : fmt::format("{:.0f}s (Ctrl-C to stop)", elapsed);
+    std::string line = fmt::format("recording {}{}", when, status.empty() ? "" : ", " + status);
+    if (tty_) fmt::print(stderr, "\r\033[K{}", line); else fmt::print(stderr, "{}\n", line);
+    shown_ = true;
+  }
+  ~Progress() { if (shown_ && tty_) fmt::print(stderr, "\n"); }
+
+ private:
+  bool quiet_;
+  bool tty_;
+  bool shown_ = false;
+  uint64_t last_ = 0;
+};
+
+}  // namespace
+
+void install_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: the ring-buffer poll must return at once
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+bool stop_requested() { return g_stop != 0; }
+
+RecordResult record(const RecordOptions& options, const LiveSink& live, const StatusLine& status) {
+  validate_pids(options.pids);
+  std::vector<PidWatch> watches;
+  std::vector<uint32_t> tgids;
+  for (int pid : options.pids) {
+    if (!host::read_process(pid))
+      throw std::runtime_error(fmt::format("no process with pid {} (it exited, or never existed)", pid));
+    watches.emplace_back(pid);
+    tgids.push_back(static_cast<uint32_t>(pid));
+  }
+  if (options.children)
+    for (int pid : options.pids)
+      for (int child : host::descendants(pid)) tgids.push_back(static_cast<uint32_t>(child));
+
+  RecordResult result;
+  if (auto note = ensure_tracefs(); !note.empty()) result.warnings.push_back(note);
+
+  const int64_t offset = host::sample_realtime_minus_monotonic_ns();
+  std::unique_ptr<trace::TraceWriter> writer;
+  ProbeOptions probe_options{tgids, options.children, options.ringbuf_bytes, options.probes,
+                             options.verbose};
+  std::string write_error;
+  auto sink = [&](const ld_hdr& rec, size_t size) {
+    if (writer && write_error.empty()) {
+      try {
+        writer->append(&rec, size);
+      } catch (const std::exception& e) {
+        write_error = e.what();  // keep analysing live; the report says the trace is incomplete
+      }
+    }
+    live(rec, size);
+  };
+  // The trace file exists before the first event can arrive, so that the trace holds every
+  // record the live analysis sees: `report FILE` then gives the report `attach` gave.
+  const uint64_t start = host::monotonic_now_ns();
+  result.header = make_header(options, tgids, start, offset);
+  result.header["probes_requested"] = options.probes.empty() ? nlohmann::json::array({"default"})
+                                                             : nlohmann::json(options.probes);
+  if (!options.trace_path.empty())
+    writer = std::make_unique<trace::TraceWriter>(options.trace_path, result.header);
+  std::unique_ptr<ProbeSession> session_owner;
+  try {
+    session_owner = std::make_unique<ProbeSession>(probe_options, sink);
+  } catch (...) {
+    // A trace with a header and nothing else would only confuse: remove it.
+    if (writer) { writer.reset(); unlink(options.trace_path.c_str()); }
+    throw;
+  }
+  ProbeSession& session = *session_owner;
+
+  Progress progress(options.quiet);
+  uint64_t last_flush = start;
+  while (true) {
+    session.poll(100);
+    uint64_t now = host::monotonic_now_ns();
+    if (g_stop) { result.stop_reason = "signal"; break; }
+    if (options.duration_ms && now - start >= options.duration_ms * 1000000ULL) {
+      result.stop_reason = "duration";
+      break;
+    }
+    bool all_exited = true;
+    for (const auto& w : watches) all_exited = all_exited && w.exited();
+    if (all_exited) { result.stop_reason = "target-exit"; break; }
+    if (writer && write_error.empty() && now - last_flush >= 1000000000ULL) {
+      try { writer->flush(); } catch (const std::exception& e) { write_error = e.what(); }
+      last_flush = now;
+    }
+    progress.tick(now, start, options.duration_ms, status ? status() : "");
+  }
+  // Take what the kernel still holds before reading the counters: nothing is left behind.
+  while (session.poll(0) > 0) {}
+  const uint64_t end = host::monotonic_now_ns();
+  result.trailer = {{"end_mono_ns", end}, {"stop_reason", result.stop_reason},
+                    {"probes", probes_json(session.status())}};
+  if (writer && write_error.empty()) {
+    try { writer->finish(result.trailer); } catch (const std::exception& e) { write_error = e.what(); }
+  }
+  if (!write_error.empty())
+    result.warnings.push_back(fmt::format("the trace file is incomplete: {}", write_error));
+  if (result.stop_reason == "target-exit")
+    result.warnings.push_back("the target exited; the report covers what was recorded until then");
+  return result;
+}
+
+}  // namespace ld::probes

@@ -1,0 +1,48 @@
+// record = attach the probes to the target, stream events to the sinks (trace file, live
+// analysis) until the duration elapses, a signal arrives, or the targets exit.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+struct ld_hdr;
+
+namespace ld::probes {
+
+struct RecordOptions {
+  std::vector<int> pids;
+  bool children = false;
+  uint64_t duration_ms = 0;        // 0 = until a signal or the targets exit
+  std::string trace_path;          // "" = do not write a trace
+  uint32_t ringbuf_bytes = 16u << 20;
+  std::vector<std::string> probes; // empty = defaults
+  std::string token_source = "sse";
+  bool quiet = false;
+  bool verbose = false;
+};
+
+struct RecordResult {
+  nlohmann::json header;
+  nlohmann::json trailer;
+  std::string stop_reason;  // duration | signal | target-exit
+  std::vector<std::string> warnings;
+};
+
+using LiveSink = std::function<void(const ld_hdr& record, size_t size)>;
+// Called about once a second with a one-line status for the progress display.
+using StatusLine = std::function<std::string()>;
+
+// Validates the targets, then records. Throws std::invalid_argument for bad targets (usage,
+// exit 1), ProbeError / TraceError / std::runtime_error for runtime failures (exit 2).
+RecordResult record(const RecordOptions& options, const LiveSink& live,
+                    const StatusLine& status = {});
+
+// SIGINT/SIGTERM stop a recording gracefully (the report is still produced).
+void install_stop_signals();
+bool stop_requested();
+
+}  // namespace ld::probes
