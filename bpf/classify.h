@@ -142,6 +142,43 @@ LD_GLOBAL int ld_next_line(const struct ld_scratch *s, unsigned int off)
 	return LD_SCRATCH_BYTES;
 }
 
+/* Does the JSON from `off` on (within the classified prefix) mark an event
+ * without generated content?  `"choices":[]` is the usage summary of OpenAI /
+ * vLLM streams (include_usage) and llama.cpp's last event; `"delta":{}` is the
+ * finish chunk of chat streams.  Only keys can match: a quote inside
+ * generated text is escaped as \". One optional space after the colon
+ * covers Python's json.dumps.  Looks at most LD_CONTENTLESS_SCAN bytes on:
+ * the verifier caps the jumps on one path at 8192, and ~20 per byte is the
+ * worst case here; the keys sit well inside that in every server seen. */
+#define LD_CONTENTLESS_SCAN 320
+LD_GLOBAL int ld_contentless(const struct ld_scratch *s, unsigned int off, unsigned int n)
+{
+	if (!s)
+		return 0;
+	for (unsigned int k = 0; k < LD_CONTENTLESS_SCAN; k++) {
+		unsigned int i = off + k, v;
+
+		if (i + 10 > n || i >= LD_SCRATCH_BYTES)
+			break;
+		if (ld_byte(s, i) != '"')
+			continue;
+		if (ld_starts(s, i, "\"choices", 8) && ld_starts(s, i + 8, "\":", 2)) {
+			v = i + 10;
+			if (ld_byte(s, v) == ' ')
+				v++;
+			if (ld_starts(s, v, "[]", 2))
+				return 1;
+		} else if (ld_starts(s, i, "\"delta\":", 8)) {
+			v = i + 8;
+			if (ld_byte(s, v) == ' ')
+				v++;
+			if (ld_starts(s, v, "{}", 2))
+				return 1;
+		}
+	}
+	return 0;
+}
+
 LD_INLINE int ld_sse_field(const struct ld_scratch *s, unsigned int i)
 {
 	unsigned int d;
@@ -217,6 +254,8 @@ LD_GLOBAL int ld_classify(const struct ld_scratch *s, unsigned int n)
 	if ((frame & 1) && ld_byte(s, body) == '\r' && ld_byte(s, body + 1) == '\n')
 		return LD_PC_CHUNK_END; /* "0\r\n\r\n" (+ trailers we do not read) */
 	sse = ld_classify_sse(s, body);
+	if (sse == LD_PC_SSE_DATA && ld_contentless(s, body, n))
+		return LD_PC_SSE_META;
 	if (sse >= 0)
 		return sse;
 	if (n == 2 && ld_byte(s, 0) == '\r' && ld_byte(s, 1) == '\n')

@@ -63,6 +63,8 @@ enum ld_payload_class {
 	LD_PC_CHUNK_END = 6,     /* the last chunk "0\r\n\r\n": end of a chunked body */
 	LD_PC_SSE_OTHER = 7,     /* an SSE comment (": ping"), "event:"/"id:"/"retry:" line */
 	LD_PC_HTTP_RESPONSE_SSE = 8, /* status line + headers + an SSE data event in one send */
+	LD_PC_SSE_META = 9,      /* a data event without generated content: "choices":[] (usage
+				  * summary) or "delta":{} (finish/role-less chunk): not a token */
 };
 
 enum ld_sock_dir {

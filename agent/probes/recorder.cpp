@@ -164,6 +164,14 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     throw;
   }
   ProbeSession& session = *session_owner;
+  if (!options.quiet) {
+    auto first = host::read_process(options.pids.front());
+    fmt::print(stderr, "latency-doctor: attached to pid {}{} ({} process(es)); tracing {}\n",
+               options.pids.front(), first ? " (" + first->comm + ")" : "", tgids.size(),
+               options.duration_ms ? fmt::format("for {:.1f}s, Ctrl-C stops early and still reports",
+                                                 options.duration_ms / 1e3)
+                                   : std::string("until Ctrl-C"));
+  }
 
   Progress progress(options.quiet);
   uint64_t last_flush = start;

@@ -37,7 +37,7 @@ TEST(Classify, ResponseHeaders) {
 }
 
 TEST(Classify, SseEvents) {
-  EXPECT_EQ(classify("data: {\"choices\":[]}\n\n"), LD_PC_SSE_DATA);
+  EXPECT_EQ(classify("data: {\"choices\":[{\"text\":\"a\"}]}\n\n"), LD_PC_SSE_DATA);
   EXPECT_EQ(classify("data:{\"x\":1}\n\n"), LD_PC_SSE_DATA);
   EXPECT_EQ(classify("data: [DONE]\n\n"), LD_PC_SSE_DONE);
   EXPECT_EQ(classify("event: content_block_delta\ndata: {\"x\":1}\n\n"), LD_PC_SSE_DATA);
@@ -69,6 +69,24 @@ TEST(Classify, NothingLeaksPastN) {
 TEST(Classify, LongHeaderBlockBeyondPrefix) {
   std::string headers = "HTTP/1.1 200 OK\r\n" + std::string(600, 'x') + "\r\n\r\ndata: y\n\n";
   EXPECT_EQ(classify(headers), LD_PC_HTTP_RESPONSE);  // end of headers not within 512 bytes
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Classify, ContentlessEventsAreNotTokens) {
+  // vLLM / OpenAI include_usage summary, llama.cpp's last event.
+  EXPECT_EQ(classify("data: {\"id\":\"x\",\"object\":\"text_completion\",\"choices\":[],\"usage\":{\"prompt_tokens\":3}}\n\n"),
+            LD_PC_SSE_META);
+  EXPECT_EQ(classify("1f\r\ndata: {\"choices\": [], \"usage\": {}}\n\n\r\n"), LD_PC_SSE_META);
+  // OpenAI chat finish chunk: empty delta.
+  EXPECT_EQ(classify("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"),
+            LD_PC_SSE_META);
+  // Real tokens, including text that *talks about* choices (escaped quotes cannot match a key).
+  EXPECT_EQ(classify("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n"), LD_PC_SSE_DATA);
+  EXPECT_EQ(classify("data: {\"choices\":[{\"text\":\"\\\"choices\\\":[] is empty\"}]}\n\n"), LD_PC_SSE_DATA);
+  EXPECT_EQ(classify("data: {\"choices\":[{\"text\":\"x\"}],\"usage\":null}\n\n"), LD_PC_SSE_DATA);
 }
 
 }  // namespace

@@ -1,0 +1,328 @@
+// Root tier: the real agent, real BPF, against the sample target under load from `bench`.
+// Skips (with the reason) where BPF cannot be used; a skip is never a pass.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/bench.hpp"
+#include "proc_util.hpp"
+
+using namespace std::chrono_literals;
+using ld::test::Child;
+using nlohmann::json;
+
+namespace {
+
+const std::string kAgent = std::string(LD_BUILD_DIR) + "/latency-doctor";
+const std::string kServer = std::string(LD_BUILD_DIR) + "/ld-sample-server";
+
+std::string skip_reason() {
+  if (geteuid() != 0) return "needs root (CAP_BPF, CAP_PERFMON) to load BPF programs";
+  if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) return "kernel has no BTF (/sys/kernel/btf/vmlinux)";
+  return "";
+}
+
+#define REQUIRE_BPF()                                   \
+  do {                                                  \
+    if (auto why = skip_reason(); !why.empty()) GTEST_SKIP() << why; \
+  } while (0)
+
+// Our programs are all named ld_*: count those loaded right now.
+int loaded_ld_programs() {
+  FILE* p = popen("bpftool prog list 2>/dev/null", "r");
+  if (!p) return -1;
+  char line[512];
+  int count = 0;
+  while (fgets(line, sizeof(line), p))
+    if (std::regex_search(line, std::regex(R"(name ld_)"))) count++;
+  pclose(p);
+  return count;
+}
+
+struct Server {
+  std::unique_ptr<Child> proc;
+  int port = 0;
+  explicit Server(std::vector<std::string> extra) {
+    std::vector<std::string> argv{kServer, "--port", "0"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    proc = std::make_unique<Child>(argv);
+    if (!proc->wait_for_output("listening on", 10s)) return;
+    std::smatch m;
+    std::string out = proc->out();
+    if (std::regex_search(out, m, std::regex(R"(listening on 127\.0\.0\.1:(\d+))"))) port = std::stoi(m[1]);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port) + "/v1/completions"; }
+};
+
+// Starts `attach` and waits until its probes are in the kernel.
+std::unique_ptr<Child> start_attach(int pid, std::vector<std::string> extra) {
+  std::vector<std::string> argv{kAgent, "attach", "--pid", std::to_string(pid)};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  auto agent = std::make_unique<Child>(argv);
+  auto until = std::chrono::steady_clock::now() + 20s;
+  while (agent->err().find("attached to pid") == std::string::npos &&
+         std::chrono::steady_clock::now() < until) {
+    if (agent->wait(0ms)) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  return agent;
+}
+
+ld::bench::BenchResult drive(const Server& server, int requests, int concurrency, int tokens) {
+  ld::bench::BenchOptions options;
+  options.url = server.url();
+  options.requests = requests;
+  options.concurrency = concurrency;
+  options.max_tokens = tokens;
+  options.prompt_bytes = 256;
+  return ld::bench::run_bench(options);
+}
+
+std::vector<double> sorted_ttfts_ms(const ld::bench::BenchResult& result) {
+  std::vector<double> out;
+  for (const auto& r : result.requests)
+    if (r.first_token_mono_ns) out.push_back((r.first_token_mono_ns - r.start_mono_ns) / 1e6);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+json run_and_report(int pid, const std::string& duration, const std::function<void()>& load,
+                    std::vector<std::string> extra = {}) {
+  std::string out = "/tmp/ld-report-" + std::to_string(getpid()) + ".json";
+  std::vector<std::string> args{"--duration", duration, "--format", "json", "-o", out};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto agent = start_attach(pid, args);
+  load();
+  agent->signal(SIGINT);  // the load is done: stop now instead of waiting out the duration
+  auto code = agent->wait(30s);
+  EXPECT_TRUE(code.has_value());
+  EXPECT_EQ(code.value_or(-1), 0) << agent->err();
+  json report = json::parse(ld::test::read_file(out), nullptr, false);
+  unlink(out.c_str());
+  return report;
+}
+
+TEST(RootAttach, MatchesBenchOnTheSampleTarget) {
+  REQUIRE_BPF();
+  Server server({"--prefill-base-ms", "200", "--token-ms", "40", "--tokens", "30"});
+  ASSERT_GT(server.port, 0);
+  ld::bench::BenchResult bench;
+  json report = run_and_report(server.proc->pid(), "60s", [&] { bench = drive(server, 10, 2, 30); });
+  ASSERT_FALSE(report.is_discarded());
+  ASSERT_EQ(bench.failed, 0);
+
+  EXPECT_EQ(report["summary"]["requests"], 10);
+  EXPECT_EQ(report["summary"]["tokens"], bench.tokens);
+  EXPECT_EQ(report["summary"]["tokens"], 300);
+
+  // Server-side TTFT (request read -> first token sent) against client-side TTFT: matched by
+  // rank, each within 15 ms; TPOT medians within 5 ms.
+  std::vector<double> server_ttft;
+  for (const auto& r : report["requests"]) server_ttft.push_back(r["ttft_ms"].get<double>());
+  std::sort(server_ttft.begin(), server_ttft.end());
+  auto client_ttft = sorted_ttfts_ms(bench);
+  ASSERT_EQ(server_ttft.size(), client_ttft.size());
+  for (size_t i = 0; i < server_ttft.size(); ++i)
+    EXPECT_NEAR(server_ttft[i], client_ttft[i], 15.0) << "rank " << i;
+  EXPECT_NEAR(report["summary"]["ttft_ms"]["p50"].get<double>(), bench.ttft_p50_ms, 15.0);
+  EXPECT_NEAR(report["summary"]["tpot_ms"]["p50"].get<double>(), bench.tpot_median_ms, 5.0);
+
+  ASSERT_EQ(report["probes"].size(), 1u);
+  EXPECT_EQ(report["probes"][0]["name"], "sock");
+  EXPECT_EQ(report["probes"][0]["status"], "attached");
+  EXPECT_EQ(report["probes"][0]["lost"], 0);
+  EXPECT_GT(report["probes"][0]["events"].get<int>(), 300);
+}
+
+// Real servers differ on the wire; the timeline must be right for each of them.
+class RootWire : public ::testing::TestWithParam<std::vector<std::string>> {};
+
+TEST_P(RootWire, CountsEveryRequestAndToken) {
+  REQUIRE_BPF();
+  std::vector<std::string> args{"--token-ms", "5", "--tokens", "8", "--prefill-base-ms", "20"};
+  for (const auto& a : GetParam()) args.push_back(a);
+  Server server(args);
+  ASSERT_GT(server.port, 0);
+  ld::bench::BenchResult bench;
+  json report = run_and_report(server.proc->pid(), "60s", [&] { bench = drive(server, 6, 2, 8); });
+  ASSERT_FALSE(report.is_discarded());
+  ASSERT_EQ(bench.failed, 0);
+  EXPECT_EQ(bench.tokens, 6u * 8u);
+  EXPECT_EQ(report["summary"]["requests"], 6);
+  EXPECT_EQ(report["summary"]["tokens"], bench.tokens);
+  EXPECT_NEAR(report["summary"]["ttft_ms"]["p50"].get<double>(), bench.ttft_p50_ms, 15.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Servers, RootWire,
+    ::testing::Values(std::vector<std::string>{"--wire", "openai"},
+                      std::vector<std::string>{"--wire", "llamacpp", "--close-after-stream"},
+                      std::vector<std::string>{"--wire", "uvicorn"},
+                      std::vector<std::string>{"--wire", "rust"},
+                      std::vector<std::string>{"--plain"}),
+    [](const auto& info) {
+      std::string name;
+      for (const auto& a : info.param)
+        for (char c : a)
+          if (std::isalnum(static_cast<unsigned char>(c))) name += c;
+      return name;
+    });
+
+TEST(RootAttach, SigintStillPrintsTheReportAndLeavesNothingLoaded) {
+  REQUIRE_BPF();
+  Server server({"--token-ms", "5", "--tokens", "5"});
+  ASSERT_GT(server.port, 0);
+  int before = loaded_ld_programs();
+  auto agent = start_attach(server.proc->pid(), {"--duration", "5m", "--format", "json"});
+  EXPECT_GT(loaded_ld_programs(), before) << "probes should be loaded while attached";
+  drive(server, 2, 1, 5);
+  agent->signal(SIGINT);
+  auto code = agent->wait(20s);
+  ASSERT_TRUE(code.has_value()) << "attach did not stop on SIGINT";
+  EXPECT_EQ(*code, 0) << agent->err();
+  json report = json::parse(agent->out(), nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << agent->out();
+  EXPECT_EQ(report["schema"], "latency-doctor/report/v1");
+  EXPECT_EQ(report["summary"]["requests"], 2);
+  EXPECT_EQ(loaded_ld_programs(), before);
+}
+
+TEST(RootAttach, Sigkill_LeavesNothingLoaded) {
+  REQUIRE_BPF();
+  Server server({"--token-ms", "5"});
+  int before = loaded_ld_programs();
+  auto agent = start_attach(server.proc->pid(), {"--duration", "5m"});
+  EXPECT_GT(loaded_ld_programs(), before);
+  agent->signal(SIGKILL);
+  agent->wait(10s);
+  // The kernel frees programs once their last fd closes; give it a moment.
+  for (int i = 0; i < 50 && loaded_ld_programs() != before; ++i) std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(loaded_ld_programs(), before);
+}
+
+TEST(RootAttach, TargetExitEndsTheTraceWithAReport) {
+  REQUIRE_BPF();
+  Server server({"--token-ms", "5", "--tokens", "4"});
+  auto agent = start_attach(server.proc->pid(), {"--duration", "5m", "--format", "json"});
+  drive(server, 3, 1, 4);
+  server.proc->signal(SIGKILL);
+  auto code = agent->wait(20s);
+  ASSERT_TRUE(code.has_value()) << "attach kept running after its target died";
+  EXPECT_EQ(*code, 0);
+  json report = json::parse(agent->out(), nullptr, false);
+  ASSERT_FALSE(report.is_discarded());
+  EXPECT_EQ(report["summary"]["requests"], 3);
+  EXPECT_NE(agent->err().find("target exited"), std::string::npos) << agent->err();
+}
+
+TEST(RootAttach, RecordedTraceGivesTheSameReport) {
+  REQUIRE_BPF();
+  Server server({"--token-ms", "5", "--tokens", "6", "--wire", "uvicorn"});
+  std::string trace = "/tmp/ld-rt-" + std::to_string(getpid()) + ".ldtrace";
+  json live = run_and_report(server.proc->pid(), "60s", [&] { drive(server, 4, 2, 6); },
+                             {"--record", trace});
+  struct stat st {};
+  ASSERT_EQ(stat(trace.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  Child report({kAgent, "report", trace, "--format", "json"});
+  ASSERT_EQ(report.wait(30s).value_or(-1), 0) << report.err();
+  json replay = json::parse(report.out(), nullptr, false);
+  ASSERT_FALSE(replay.is_discarded());
+  EXPECT_EQ(replay["summary"], live["summary"]);
+  EXPECT_EQ(replay["requests"], live["requests"]);
+  EXPECT_EQ(replay["window"], live["window"]);
+  unlink(trace.c_str());
+}
+
+TEST(RootAttach, Kill9DuringRecordKeepsTheFlushedChunks) {
+  REQUIRE_BPF();
+  Server server({"--token-ms", "5", "--tokens", "5"});
+  std::string trace = "/tmp/ld-k9-" + std::to_string(getpid()) + ".ldtrace";
+  Child rec({kAgent, "record", "--pid", std::to_string(server.proc->pid()), "--duration", "5m", "-o", trace});
+  ASSERT_TRUE([&] {
+    for (int i = 0; i < 500; ++i) {
+      if (rec.err().find("attached to pid") != std::string::npos) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }());
+  drive(server, 3, 1, 5);
+  std::this_thread::sleep_for(2500ms);  // the recorder flushes a chunk every second
+  rec.signal(SIGKILL);
+  rec.wait(10s);
+  Child report({kAgent, "report", trace, "--format", "json"});
+  ASSERT_EQ(report.wait(30s).value_or(-1), 0) << report.err();
+  json replay = json::parse(report.out(), nullptr, false);
+  ASSERT_FALSE(replay.is_discarded());
+  EXPECT_EQ(replay["summary"]["requests"], 3);
+  EXPECT_NE(report.err().find("no trailer"), std::string::npos) << report.err();
+  unlink(trace.c_str());
+}
+
+TEST(RootAttach, BadTargetsAndFlagsGiveOneLineErrors) {
+  REQUIRE_BPF();
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string message;
+  };
+  std::vector<Case> cases{
+      {{"attach", "--pid", "0"}, 1, "not a process id"},
+      {{"attach", "--pid", "999999999"}, 2, "no process with pid"},
+      {{"attach", "--pid", "1", "--duration", "soon"}, 1, "--duration soon"},
+      {{"attach", "--pid", "1", "--format", "pdf"}, 1, "--format pdf"},
+      {{"attach", "--pid", "1", "--tokens", "csv:x"}, 1, "--tokens csv:x"},
+      {{"attach", "--pid", "1", "--probes", "nope"}, 1, "unknown probe 'nope'"},
+      {{"attach", "--pid", "1", "-o", "/nonexistent-dir/r.json"}, 2, "cannot write /nonexistent-dir/r.json"},
+      {{"attach"}, 1, "--pid"},
+      {{"report", "/nonexistent.ldtrace"}, 2, "cannot read /nonexistent.ldtrace"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> argv{kAgent};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    Child agent(argv);
+    auto code = agent.wait(20s);
+    ASSERT_TRUE(code.has_value());
+    EXPECT_EQ(*code, c.code) << c.args.back() << ": " << agent.err();
+    EXPECT_NE(agent.err().find(c.message), std::string::npos) << agent.err();
+  }
+}
+
+TEST(RootAttach, OwnPidIsRefused) {
+  REQUIRE_BPF();
+  // `latency-doctor attach --pid $$` from a shell that execs it: the agent's own pid.
+  Child agent({"/bin/sh", "-c", "exec " + kAgent + " attach --pid $$ --duration 1s"});
+  EXPECT_EQ(agent.wait(20s).value_or(-1), 1);
+  EXPECT_NE(agent.err().find("latency-doctor itself"), std::string::npos) << agent.err();
+}
+
+TEST(RootAttach, WithoutPrivilegeSaysWhatIsMissing) {
+  REQUIRE_BPF();
+  if (access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "setpriv (util-linux) not installed";
+  std::ifstream paranoid("/proc/sys/kernel/unprivileged_bpf_disabled");
+  int disabled = 0;
+  paranoid >> disabled;
+  if (disabled == 0) GTEST_SKIP() << "unprivileged BPF is enabled on this host";
+  Server server({"--token-ms", "5"});
+  Child agent({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+               "--inh-caps=-all", kAgent, "attach", "--pid", std::to_string(server.proc->pid()),
+               "--duration", "1s"});
+  EXPECT_EQ(agent.wait(20s).value_or(-1), 2);
+  EXPECT_NE(agent.err().find("permission denied"), std::string::npos) << agent.err();
+  EXPECT_NE(agent.err().find("CAP_BPF"), std::string::npos) << agent.err();
+}
+
+}  // namespace
