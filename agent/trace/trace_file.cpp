@@ -8,10 +8,10 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
-#include <string_view>
 
 #include "events.h"
 
@@ -39,6 +39,11 @@ constexpr size_t kMaxWarnings = 1000;
 // reads a known struct without checking `size` gets zeros instead of the previous record.
 constexpr size_t kZeroPadTo = 256;
 
+// Records are the BPF programs' native structs, copied verbatim into chunks; the file's framing
+// is little-endian. Both agree only on little-endian hosts (x86_64, arm64), the only ones built.
+static_assert(std::endian::native == std::endian::little,
+              "the .ldtrace format assumes a little-endian host");
+
 // ---------------------------------------------------------------- little-endian helpers
 // Shifts rather than memcpy: explicit about the on-disk byte order whatever the host is.
 void put_u32(uint8_t* p, uint32_t v) {
@@ -53,13 +58,9 @@ uint32_t get_u32(const uint8_t* p) {
          static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
 }
 
-uint16_t get_u16(const uint8_t* p) {
-  return static_cast<uint16_t>(p[0] | p[1] << 8);
-}
+uint16_t get_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
 
-uint32_t crc_of(const uint8_t* p, size_t n) {
-  return static_cast<uint32_t>(crc32_z(0, p, n));
-}
+uint32_t crc_of(const uint8_t* p, size_t n) { return static_cast<uint32_t>(crc32_z(0, p, n)); }
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -95,8 +96,9 @@ struct TraceWriter::Impl {
     while (n > 0) {
       ssize_t w = ::write(fd, p, n);
       if (w < 0) {
-        if (errno == EINTR) continue;
-        fail("write failed", errno);
+        int err = errno;
+        if (err == EINTR) continue;
+        fail("write failed", err);
       }
       if (w == 0) fail("write failed", EIO);  // not expected on a regular file; do not spin
       p += w;
@@ -107,15 +109,23 @@ struct TraceWriter::Impl {
 
   void open_file() {
     fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
-    if (fd < 0) throw TraceError("cannot create " + path + ": " + errno_text(errno));
-    // open()'s mode applies only when it creates the file; an existing one keeps its mode, and
-    // traces hold process names and ports, so tighten it explicitly.
-    if (::fchmod(fd, 0600) != 0) {
+    if (fd < 0) {
       int err = errno;
-      ::close(fd);
-      fd = -1;
-      throw TraceError("cannot chmod 0600 " + path + ": " + errno_text(err));
+      throw TraceError("cannot create " + path + ": " + errno_text(err));
     }
+    // open()'s mode applies only when it creates the file; an existing one keeps its mode, and
+    // traces hold process names and ports, so tighten it explicitly. Only for regular files:
+    // "-o /dev/null" or a FIFO must not have the device's or pipe's mode changed (we are root).
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) close_and_throw("cannot stat ");
+    if (S_ISREG(st.st_mode) && ::fchmod(fd, 0600) != 0) close_and_throw("cannot chmod 0600 ");
+  }
+
+  [[noreturn]] void close_and_throw(const char* what) {
+    int err = errno;  // before close() or any allocation can change it
+    ::close(fd);
+    fd = -1;
+    throw TraceError(what + path + ": " + errno_text(err));
   }
 
   void write_header(const nlohmann::json& header) {
@@ -138,7 +148,8 @@ struct TraceWriter::Impl {
     uLongf clen = bound;
     // Level 1: the writer has to keep up with >1M events/s on one core; ratio matters less.
     int rc = compress2(out.data() + kChunkHeaderLen, &clen, raw, static_cast<uLong>(raw_len), 1);
-    if (rc != Z_OK) throw TraceError(path + ": zlib compress failed (code " + std::to_string(rc) + ")");
+    if (rc != Z_OK)
+      throw TraceError(path + ": zlib compress failed (code " + std::to_string(rc) + ")");
     std::memcpy(out.data(), kChunkMagic, sizeof kChunkMagic);
     put_u32(&out[4], kind);
     put_u32(&out[8], static_cast<uint32_t>(clen));
@@ -162,8 +173,7 @@ struct TraceWriter::Impl {
   }
 };
 
-TraceWriter::TraceWriter(const std::string& path, const nlohmann::json& header,
-                         size_t chunk_bytes)
+TraceWriter::TraceWriter(const std::string& path, const nlohmann::json& header, size_t chunk_bytes)
     : impl_(std::make_unique<Impl>()) {
   impl_->path = path;
   // The reader rejects raw chunks over 64 MiB; one record (<= 64 KiB) may overshoot the limit.
@@ -250,8 +260,10 @@ class Reader {
   [[noreturn]] void fatal(const std::string& why) const { throw TraceError(name_ + ": " + why); }
 
   void warn(std::string msg) {
-    if (sum_.warnings.size() < kMaxWarnings) sum_.warnings.push_back(std::move(msg));
-    else ++suppressed_;
+    if (sum_.warnings.size() < kMaxWarnings)
+      sum_.warnings.push_back(std::move(msg));
+    else
+      ++suppressed_;
   }
 
   std::string at(size_t chunk_pos) const {
@@ -263,12 +275,14 @@ class Reader {
     size_t m = std::min(n_, sizeof kFileMagic);
     if (n_ == 0 || std::memcmp(d_, kFileMagic, m) != 0)
       fatal("not a latency-doctor trace (bad magic)");
-    if (n_ < kFilePrefixLen) fatal("truncated inside the file header (" + std::to_string(n_) + " bytes)");
+    if (n_ < kFilePrefixLen)
+      fatal("truncated inside the file header (" + std::to_string(n_) + " bytes)");
     uint32_t version = get_u32(d_ + 8);
     if (version > kFormatVersion)
       fatal("trace format version " + std::to_string(version) +
             " is newer than this latency-doctor supports (" + std::to_string(kFormatVersion) + ")");
-    if (version != kFormatVersion) fatal("unsupported trace format version " + std::to_string(version));
+    if (version != kFormatVersion)
+      fatal("unsupported trace format version " + std::to_string(version));
     uint32_t hlen = get_u32(d_ + 12);
     size_t avail = n_ - kFilePrefixLen;
     if (hlen > kMaxHeaderLen || avail < 4 || hlen > avail - 4)
@@ -325,7 +339,8 @@ class Reader {
       size_t next = resync(pos);
       if (next == n_) return truncated(pos);
       ++sum_.chunks_bad;
-      warn(at(pos) + "compressed length " + std::to_string(clen) + " runs past the end of the file; skipped");
+      warn(at(pos) + "compressed length " + std::to_string(clen) +
+           " runs past the end of the file; skipped");
       return next;
     }
     const uint8_t* body = h + kChunkHeaderLen;
@@ -343,16 +358,18 @@ class Reader {
       warn(at(pos) + problem + "; skipped");
       return next;
     }
-    if (kind == kChunkEvents) walk_records(pos);
-    else take_trailer(pos);
+    if (kind == kChunkEvents)
+      walk_records(pos);
+    else
+      take_trailer(pos);
     return next;
   }
 
   // Decompresses into raw_ (exactly rlen bytes); returns "" or the problem.
   std::string inflate(const uint8_t* body, uint32_t clen, uint32_t rlen) {
     if (rlen > kMaxRawLen || rlen > static_cast<uint64_t>(clen) * kMaxInflateRatio + 1024)
-      return "raw length " + std::to_string(rlen) + " is implausible for " +
-             std::to_string(clen) + " compressed bytes";
+      return "raw length " + std::to_string(rlen) + " is implausible for " + std::to_string(clen) +
+             " compressed bytes";
     raw_.resize(rlen);
     uLongf out_len = rlen;
     uLong in_len = clen;
@@ -361,7 +378,8 @@ class Reader {
       return "decompresses to more than its raw length " + std::to_string(rlen);
     if (rc != Z_OK) return std::string("zlib: ") + zError(rc);
     if (out_len != rlen)
-      return "decompressed to " + std::to_string(out_len) + " bytes, header says " + std::to_string(rlen);
+      return "decompressed to " + std::to_string(out_len) + " bytes, header says " +
+             std::to_string(rlen);
     if (in_len != clen) return "trailing bytes after the compressed stream";
     return "";
   }
@@ -373,13 +391,16 @@ class Reader {
     while (off < total) {
       size_t left = total - off;
       if (left < sizeof(ld_hdr)) {
-        return bad_record(chunk_pos, off, std::to_string(left) + " trailing bytes, shorter than a record header");
+        return bad_record(chunk_pos, off,
+                          std::to_string(left) + " trailing bytes, shorter than a record header");
       }
       uint16_t size = get_u16(raw_.data() + off + offsetof(ld_hdr, size));
       if (size < sizeof(ld_hdr))  // includes 0, which would otherwise never advance
-        return bad_record(chunk_pos, off, "size " + std::to_string(size) + " is smaller than a record header");
+        return bad_record(chunk_pos, off,
+                          "size " + std::to_string(size) + " is smaller than a record header");
       if (size > left)
-        return bad_record(chunk_pos, off, "size " + std::to_string(size) + " runs past the chunk end");
+        return bad_record(chunk_pos, off,
+                          "size " + std::to_string(size) + " runs past the chunk end");
       deliver(raw_.data() + off, size);
       off += size;
     }

@@ -33,7 +33,8 @@ class TraceError : public std::runtime_error {
 
 class TraceWriter {
  public:
-  // Creates (truncates) `path` with mode 0600 and writes the file header.
+  // Creates (truncates) `path` with mode 0600 (also forced on an existing regular file; a FIFO
+  // or device such as /dev/null keeps its mode) and writes the file header.
   // Throws TraceError with a one-line reason (path + strerror) on failure. `header` must be a
   // JSON object (null is written as {}); chunk_bytes is the raw size that triggers a chunk.
   TraceWriter(const std::string& path, const nlohmann::json& header,

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -247,6 +248,31 @@ TEST(TraceFile, FileModeIs0600EvenWhenItPreexistedAs0644) {
   EXPECT_NO_THROW(ld::trace::read_trace(old, nullptr));
 }
 
+// "-o /dev/null" or a FIFO: the writer must not chmod what is not a regular file (as root it
+// could), and the reader must handle a non-mmappable source.
+TEST(TraceFile, FifoKeepsItsModeAndStreamsThrough) {
+  TempDir dir;
+  std::string fifo = dir.file("pipe");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  ASSERT_EQ(chmod(fifo.c_str(), 0644), 0);
+  Records recs = make_records(300);
+  Records got;
+  ReadSummary s;
+  std::thread reader([&] { s = ld::trace::read_trace(fifo, collect(got)); });
+  {
+    TraceWriter w(fifo, {{"host", "pipe"}}, 2048);
+    for (const auto& r : recs) w.append(r.data(), r.size());
+    w.finish({{"end_ns", 1}});
+  }
+  reader.join();
+  EXPECT_EQ(got, recs);
+  EXPECT_TRUE(s.warnings.empty());
+  EXPECT_EQ(s.trailer, (nlohmann::json{{"end_ns", 1}}));
+  struct stat st {};
+  ASSERT_EQ(stat(fifo.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+}
+
 TEST(TraceFile, WithoutFinishFlushedRecordsSurviveAndTrailerIsNull) {
   TempDir dir;
   std::string path = dir.file("killed.ldtrace");
@@ -420,7 +446,8 @@ TEST(TraceFile, CorruptMiddleChunkIsSkippedAndLaterChunksRead) {
   EXPECT_EQ(r.records, expected);
   EXPECT_EQ(r.sum.chunks_bad, 1u);
   ASSERT_EQ(r.sum.warnings.size(), 1u);
-  EXPECT_EQ(r.sum.warnings[0], "t.ldtrace: chunk at byte " + std::to_string(third) + ": CRC mismatch; skipped");
+  EXPECT_EQ(r.sum.warnings[0],
+            "t.ldtrace: chunk at byte " + std::to_string(third) + ": CRC mismatch; skipped");
   EXPECT_FALSE(r.sum.trailer.is_null());
 
   Bytes magic = b;

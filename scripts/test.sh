@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The whole test suite: unit tier (no root), root tier (real BPF probes; skips with the
+# reason where BPF is unavailable), then the fuzzers for a bounded time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+ctest --test-dir build --output-on-failure --timeout 300 -j1
+bash scripts/fuzz.sh "${LD_FUZZ_SECONDS:-60}"
+# No BPF program of ours may outlive the tests.
+if command -v bpftool >/dev/null && bpftool prog list 2>/dev/null | grep -q "name ld_"; then
+  echo "test: BPF programs named ld_* are still loaded after the tests" >&2
+  exit 1
+fi
+echo "test: all tiers passed"
