@@ -63,9 +63,8 @@ int run_attach(const AttachOptions& o) {
 
 void register_attach(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<AttachOptions>();
-  auto* sub = app.add_subcommand(
-      "attach",
-      "Trace a running server and explain its TTFT and TPOT\n\n"
+  auto* sub = app.add_subcommand("attach", "Trace a running server and explain its TTFT and TPOT");
+  sub->footer(
       "Attaches to the server's socket sends, rebuilds every streamed request (time to first\n"
       "token, gaps between tokens), and prints the report when --duration elapses, on Ctrl-C,\n"
       "or when the target exits.\n\n"

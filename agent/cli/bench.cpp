@@ -36,9 +36,8 @@ void register_bench(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<bench::BenchOptions>();
   auto quiet = std::make_shared<bool>(false);
   opts->url = "http://127.0.0.1:8000/v1/completions";
-  auto* sub = app.add_subcommand(
-      "bench",
-      "Load an OpenAI-style streaming endpoint and measure TTFT and TPOT as a client sees them\n\n"
+  auto* sub = app.add_subcommand("bench", "Load an OpenAI-style streaming endpoint and measure TTFT and TPOT as a client sees them");
+  sub->footer(
       "TTFT is timed to the first SSE data event (not to the response headers, which servers\n"
       "such as llama.cpp send before prompt processing). Only loopback URLs unless --allow-remote.\n\n"
       "Examples:\n"

@@ -46,9 +46,8 @@ int run_record(const RecordCmdOptions& o) {
 
 void register_record(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<RecordCmdOptions>();
-  auto* sub = app.add_subcommand(
-      "record",
-      "Record a trace only; analyse it later with `report`\n\n"
+  auto* sub = app.add_subcommand("record", "Record a trace only; analyse it later with `report`");
+  sub->footer(
       "The trace (.ldtrace, mode 0600) holds times, lengths and classifications, never payload\n"
       "bytes. It is written as it goes: if the agent is killed, all but the last second remain.\n\n"
       "Example:\n"

@@ -53,9 +53,8 @@ int run_report(const ReportOptions& o) {
 
 void register_report(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<ReportOptions>();
-  auto* sub = app.add_subcommand(
-      "report",
-      "Analyse a recorded trace (from `record` or `attach --record`)\n\n"
+  auto* sub = app.add_subcommand("report", "Analyse a recorded trace (from `record` or `attach --record`)");
+  sub->footer(
       "A truncated or damaged trace is read up to its last good chunk, with a warning.\n\n"
       "Examples:\n"
       "  latency-doctor report incident.ldtrace\n"
