@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLD_FUZZ=ON \
   -DLD_BUILD_TESTS=OFF >/dev/null
-cmake --build build-fuzz -j"$(nproc)" >/dev/null
+cmake --build build-fuzz --target ld_fuzzers -j"$(nproc)" >/dev/null
 status=0
 for target in build-fuzz/fuzz_*; do
   [ -x "$target" ] || continue

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   cmake make g++ pkg-config            # build
-  clang libclang-rt-dev llvm           # BPF objects (-target bpf) and libFuzzer
+  clang libclang-rt-dev                # BPF objects (-target bpf) and libFuzzer
   libbpf-dev bpftool libelf-dev zlib1g-dev   # CO-RE probes and skeletons
   libfmt-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev
   libgtest-dev util-linux              # tests (setpriv drops privileges in one)

@@ -81,14 +81,18 @@ std::unique_ptr<Child> start_attach(int pid, std::vector<std::string> extra) {
   return agent;
 }
 
-ld::bench::BenchResult drive(const Server& server, int requests, int concurrency, int tokens) {
+ld::bench::BenchResult drive(const std::string& url, int requests, int concurrency, int tokens) {
   ld::bench::BenchOptions options;
-  options.url = server.url();
+  options.url = url;
   options.requests = requests;
   options.concurrency = concurrency;
   options.max_tokens = tokens;
   options.prompt_bytes = 256;
   return ld::bench::run_bench(options);
+}
+
+ld::bench::BenchResult drive(const Server& server, int requests, int concurrency, int tokens) {
+  return drive(server.url(), requests, concurrency, tokens);
 }
 
 std::vector<double> sorted_ttfts_ms(const ld::bench::BenchResult& result) {
@@ -180,6 +184,41 @@ INSTANTIATE_TEST_SUITE_P(
           if (std::isalnum(static_cast<unsigned char>(c))) name += c;
       return name;
     });
+
+TEST(RootAttach, SeveralPidsAreOneReport) {
+  REQUIRE_BPF();
+  Server a({"--token-ms", "5", "--tokens", "4"});
+  Server b({"--token-ms", "5", "--tokens", "6", "--wire", "rust"});
+  ASSERT_GT(a.port, 0);
+  ASSERT_GT(b.port, 0);
+  json report = run_and_report(a.proc->pid(), "60s", [&] {
+    drive(a, 2, 1, 4);
+    drive(b, 3, 1, 6);
+  }, {"--pid", std::to_string(b.proc->pid())});
+  ASSERT_FALSE(report.is_discarded());
+  EXPECT_EQ(report["summary"]["requests"], 5);
+  EXPECT_EQ(report["summary"]["tokens"], 2 * 4 + 3 * 6);
+  EXPECT_EQ(report["target"]["pids"].size(), 2u);
+}
+
+TEST(RootAttach, ChildrenForkedAfterAttachAreFollowed) {
+  REQUIRE_BPF();
+  // A launcher (like a supervisor or vLLM's API process) that starts the server only after
+  // the agent is attached: only the in-kernel fork hook can add it.
+  Child launcher({"/bin/sh", "-c", "sleep 2; " + kServer + " --port 0 --token-ms 5 --tokens 5 & wait"});
+  auto agent = start_attach(launcher.pid(), {"--children", "--duration", "60s", "--format", "json"});
+  ASSERT_TRUE(launcher.wait_for_output("listening on", 20s));
+  std::smatch m;
+  std::string out = launcher.out();
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(listening on 127\.0\.0\.1:(\d+))")));
+  drive("http://127.0.0.1:" + std::string(m[1]) + "/v1/completions", 3, 1, 5);
+  agent->signal(SIGINT);
+  ASSERT_EQ(agent->wait(20s).value_or(-1), 0) << agent->err();
+  json report = json::parse(agent->out(), nullptr, false);
+  ASSERT_FALSE(report.is_discarded());
+  EXPECT_EQ(report["summary"]["requests"], 3);
+  EXPECT_EQ(report["summary"]["tokens"], 15);
+}
 
 TEST(RootAttach, SigintStillPrintsTheReportAndLeavesNothingLoaded) {
   REQUIRE_BPF();
