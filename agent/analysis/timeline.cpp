@@ -60,6 +60,11 @@ struct Item {
 
 using SocketKey = std::pair<uint32_t, uint64_t>;  // (tgid, sock_id)
 
+// A final usage event (llama.cpp, vLLM with include_usage) is LD_PC_SSE_META when the kernel's
+// classifier recognises it ("choices":[] within the bytes it reads), and then is not a token.
+// Known limitation: when it is not recognised (a longer prefix, another JSON layout) it is
+// classified LD_PC_SSE_DATA and counts as one more token: one short TPOT gap at the end of each
+// response, and the response's token count is one too high.
 bool is_token_class(uint8_t cls) { return cls == LD_PC_SSE_DATA || cls == LD_PC_HTTP_RESPONSE_SSE; }
 bool is_status_line_class(uint8_t cls) {
   return cls == LD_PC_HTTP_RESPONSE || cls == LD_PC_HTTP_RESPONSE_SSE;

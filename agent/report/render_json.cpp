@@ -1,0 +1,162 @@
+// JSON rendering of schema latency-doctor/report/v1. Keys named by the contract come first, in
+// the contract's order (render_json); additions are extra keys, never renamed ones.
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "report/report.hpp"
+
+namespace ld::report {
+namespace {
+
+constexpr auto kReplaceInvalidUtf8 = nlohmann::json::error_handler_t::replace;
+
+// Milliseconds to 3 decimals (microsecond resolution is all the clock pairs justify);
+// NaN/inf -> null.
+template <class J>
+J ms_value(double ms) {
+  if (!std::isfinite(ms)) return J(nullptr);
+  return J(std::round(ms * 1000.0) / 1000.0);
+}
+
+// Convert between nlohmann::json flavours (outliers/findings are plain json; the pretty
+// output keeps insertion order). Through text: these blobs are small.
+template <class J>
+J convert(const nlohmann::json& value, J fallback) {
+  if (value.is_null()) return fallback;
+  return J::parse(value.dump(-1, ' ', false, kReplaceInvalidUtf8));
+}
+
+template <class J>
+J target_json(const Target& target) {
+  J j = J::object();
+  j["pids"] = J::array();
+  for (int pid : target.pids) j["pids"].push_back(pid);
+  j["comm"] = target.comm;
+  j["exe"] = target.exe;
+  return j;
+}
+
+template <class J>
+J ttft_json(const analysis::Distribution& d) {
+  J j = J::object();
+  j["p50"] = ms_value<J>(d.p50);
+  j["p90"] = ms_value<J>(d.p90);
+  j["p95"] = ms_value<J>(d.p95);
+  j["p99"] = ms_value<J>(d.p99);
+  j["max"] = ms_value<J>(d.max);
+  return j;
+}
+
+template <class J>
+J tpot_json(const analysis::Distribution& d) {
+  J j = J::object();
+  j["p50"] = ms_value<J>(d.p50);
+  j["p90"] = ms_value<J>(d.p90);
+  j["p99"] = ms_value<J>(d.p99);
+  j["mean"] = ms_value<J>(d.mean);
+  j["stddev"] = ms_value<J>(d.stddev);
+  j["max"] = ms_value<J>(d.max);
+  return j;
+}
+
+template <class J>
+J thresholds_json(const Report& report) {
+  J j = J::object();
+  j["ttft_stuck_ms"] = report.thresholds.ttft_stuck_ms;
+  j["ttft_stuck_requests"] = report.over_thresholds.ttft_stuck;
+  j["tpot_broken_ms"] = report.thresholds.gap_broken_ms;
+  j["tpot_broken_gaps"] = report.over_thresholds.gaps_broken;
+  j["tpot_spike_ms"] = report.thresholds.gap_spike_ms;
+  j["tpot_spike_gaps"] = report.over_thresholds.gaps_spike;
+  return j;
+}
+
+template <class J>
+J summary_json(const Report& report) {
+  J j = J::object();
+  j["requests"] = report.requests;
+  j["tokens"] = report.tokens;
+  j["ttft_ms"] = ttft_json<J>(report.ttft_ms);
+  j["tpot_ms"] = tpot_json<J>(report.tpot_ms);
+  // Extensions.
+  j["gaps"] = report.gaps;
+  j["non_streaming_requests"] = report.non_streaming_requests;
+  j["partial_requests"] = report.partial_requests;
+  j["in_flight_requests"] = report.in_flight_requests;
+  j["connections"] = report.connections;
+  j["multi_event_sends"] = report.multi_event_sends;
+  J syscalls = J::object();
+  for (const auto& [name, count] : report.send_syscalls) syscalls[name] = count;
+  j["token_send_syscalls"] = syscalls;
+  j["thresholds"] = thresholds_json<J>(report);
+  return j;
+}
+
+template <class J>
+J request_json(const RequestRow& row) {
+  J j = J::object();
+  j["id"] = row.id;
+  j["start_unix_ns"] = row.start_unix_ns;
+  j["input_bytes"] = row.input_bytes;
+  j["ttft_ms"] = ms_value<J>(row.ttft_ms);
+  j["tokens"] = row.tokens;
+  j["tpot_median_ms"] = ms_value<J>(row.tpot_median_ms);
+  j["tpot_stddev_ms"] = ms_value<J>(row.tpot_stddev_ms);
+  // Extensions.
+  if (row.input_tokens >= 0) j["input_tokens"] = row.input_tokens;
+  j["tpot_max_ms"] = ms_value<J>(row.tpot_max_ms);
+  j["complete"] = row.complete;
+  return j;
+}
+
+template <class J>
+J probe_json(const ProbeStatus& probe) {
+  J j = J::object();
+  j["name"] = probe.name;
+  j["status"] = probe.status;
+  j["reason"] = probe.reason;
+  j["events"] = probe.events;
+  j["lost"] = probe.lost;
+  return j;
+}
+
+template <class J>
+J array_or_empty(const nlohmann::json& value) {
+  if (!value.is_array()) return J::array();
+  return convert<J>(value, J::array());
+}
+
+template <class J>
+J report_json(const Report& report) {
+  J j = J::object();
+  j["schema"] = kReportSchema;
+  j["target"] = target_json<J>(report.target);
+  J window = J::object();
+  window["start_unix_ns"] = report.start_unix_ns;
+  window["duration_ms"] = report.duration_ms;
+  j["window"] = window;
+  j["summary"] = summary_json<J>(report);
+  j["requests"] = J::array();
+  for (const RequestRow& row : report.request_rows) j["requests"].push_back(request_json<J>(row));
+  j["outliers"] = array_or_empty<J>(report.outliers);
+  j["findings"] = array_or_empty<J>(report.findings);
+  j["probes"] = J::array();
+  for (const ProbeStatus& probe : report.probes) j["probes"].push_back(probe_json<J>(probe));
+  // Extensions.
+  j["token_source"] = report.token_source;
+  j["warnings"] = J::array();
+  for (const std::string& w : report.warnings) j["warnings"].push_back(w);
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Report& report) { return report_json<nlohmann::json>(report); }
+
+std::string render_json(const Report& report) {
+  // Strings from token logs and targets (ids, comm) are not guaranteed UTF-8: replace, never throw.
+  return report_json<nlohmann::ordered_json>(report).dump(2, ' ', false, kReplaceInvalidUtf8) + "\n";
+}
+
+}  // namespace ld::report

@@ -1,0 +1,288 @@
+// The human report: what a person at a terminal needs to judge TTFT/TPOT at a glance, with the
+// source article's perception thresholds as hints and a pointer to the JSON for the rest.
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "report/report.hpp"
+#include "report/text_table.hpp"
+
+namespace ld::report {
+namespace {
+
+constexpr size_t kMaxRequestRows = 50;
+const std::string kIndent = "  ";
+
+std::string ms_cell(double ms) {
+  if (!std::isfinite(ms)) return "-";
+  return fmt::format("{:.1f}", ms);
+}
+
+std::string utc_time(uint64_t unix_ns) {
+  const auto seconds = static_cast<time_t>(unix_ns / 1'000'000'000ULL);
+  const auto millis = (unix_ns / 1'000'000ULL) % 1000;
+  struct tm tm {};
+  if (gmtime_r(&seconds, &tm) == nullptr) return "?";
+  char buf[32];
+  if (std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm) == 0) return "?";
+  return fmt::format("{}.{:03d} UTC", buf, millis);
+}
+
+std::string duration_text(uint64_t ms) {
+  if (ms < 1000) return fmt::format("{} ms", ms);
+  return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000.0);
+}
+
+std::string plural(uint64_t n, const std::string& one, const std::string& many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
+bool is_token_log(const Report& r) { return r.token_source.rfind("jsonl:", 0) == 0; }
+
+std::string target_line(const Target& target) {
+  std::string pids;
+  for (size_t i = 0; i < target.pids.size(); ++i) {
+    pids += (i == 0 ? "" : ",") + std::to_string(target.pids[i]);
+  }
+  std::string line = target.pids.size() == 1 ? "pid " + pids : "pids " + (pids.empty() ? "-" : pids);
+  if (!target.comm.empty()) line += " (" + printable(target.comm) + ")";
+  if (!target.exe.empty()) line += " " + printable(target.exe);
+  return line;
+}
+
+std::string header_section(const Report& r) {
+  std::string out = "latency-doctor report\n";
+  out += kIndent + "target   " + target_line(r.target) + "\n";
+  const std::string start = r.start_unix_ns == 0 ? "start unknown" : utc_time(r.start_unix_ns);
+  out += kIndent + "window   " + start + ", " + duration_text(r.duration_ms) + "\n";
+  const std::string source = is_token_log(r)
+                                 ? "token log " + printable(r.token_source.substr(6))
+                                 : "SSE data events in the target's socket sends";
+  out += kIndent + "tokens   " + source + "\n";
+  return out;
+}
+
+std::string side_counts(const Report& r) {
+  std::vector<std::string> parts;
+  if (r.non_streaming_requests > 0) {
+    parts.push_back(plural(r.non_streaming_requests, "non-streaming request", "non-streaming requests") +
+                    " (no SSE data events, e.g. health checks)");
+  }
+  if (r.partial_requests > 0) {
+    parts.push_back(plural(r.partial_requests, "response", "responses") + " already running at trace start");
+  }
+  if (r.in_flight_requests > 0) {
+    parts.push_back(plural(r.in_flight_requests, "request", "requests") + " unanswered at trace end");
+  }
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i == 0 ? "" : ", ") + parts[i];
+  return out;
+}
+
+std::string distribution_table(const Report& r) {
+  TextTable table({{"", Align::kLeft}, {"n"}, {"p50"}, {"p90"}, {"p95"}, {"p99"}, {"max"},
+                   {"mean"}, {"sd"}});
+  auto add = [&](const std::string& name, const analysis::Distribution& d) {
+    table.add_row({name, std::to_string(d.count), ms_cell(d.p50), ms_cell(d.p90), ms_cell(d.p95),
+                   ms_cell(d.p99), ms_cell(d.max), ms_cell(d.mean), ms_cell(d.stddev)});
+  };
+  add("TTFT ms", r.ttft_ms);
+  add("TPOT ms", r.tpot_ms);  // p50 of the gaps is the median the article asks for
+  return table.render(kIndent);
+}
+
+std::string thresholds_section(const Report& r) {
+  const Thresholds& t = r.thresholds;
+  const ThresholdCounts& c = r.over_thresholds;
+  struct Line {
+    std::string label;
+    uint64_t count;
+    std::string of;
+  };
+  const std::vector<Line> lines = {
+      {fmt::format("TTFT > {:g} ms (feels stuck)", t.ttft_stuck_ms), c.ttft_stuck,
+       plural(r.requests, "request", "requests")},
+      {fmt::format("TPOT gap > {:g} ms (broken sentence)", t.gap_broken_ms), c.gaps_broken,
+       plural(r.gaps, "gap", "gaps")},
+      {fmt::format("TPOT gap > {:g} ms (spike)", t.gap_spike_ms), c.gaps_spike, plural(r.gaps, "gap", "gaps")},
+  };
+  size_t label_width = 0;
+  size_t count_width = 0;
+  for (const Line& l : lines) {
+    label_width = std::max(label_width, l.label.size());
+    count_width = std::max(count_width, std::to_string(l.count).size());
+  }
+  std::string out = "thresholds (from the source article)\n";
+  for (const Line& l : lines) {
+    out += kIndent + fmt::format("{:<{}}  {:>{}} of {}\n", l.label, label_width, l.count, count_width, l.of);
+  }
+  return out;
+}
+
+std::string no_requests_hint(const Report& r) {
+  std::string out;
+  if (is_token_log(r)) {
+    out = kIndent + "no requests with tokens in the token log: check the warnings below; each line must be\n" +
+          kIndent + "{\"request\":\"ID\",\"event\":\"start|token|end\",\"t_ns\":N}\n";
+  } else {
+    out = kIndent + "no streaming responses seen: is the server using TLS, HTTP/2, or a unix socket?\n" +
+          kIndent + "try --tokens jsonl:FILE with token times logged by the application or the client\n";
+  }
+  return out;
+}
+
+std::string row_notes(const RequestRow& row, const Thresholds& t) {
+  std::vector<std::string> notes;
+  if (row.ttft_ms > t.ttft_stuck_ms) notes.push_back(fmt::format("ttft>{:g}", t.ttft_stuck_ms));
+  if (row.tpot_max_ms > t.gap_spike_ms) {
+    notes.push_back(fmt::format("spike>{:g}", t.gap_spike_ms));
+  } else if (row.tpot_max_ms > t.gap_broken_ms) {
+    notes.push_back(fmt::format("gap>{:g}", t.gap_broken_ms));
+  }
+  if (!row.complete) notes.push_back("incomplete");
+  std::string out;
+  for (size_t i = 0; i < notes.size(); ++i) out += (i == 0 ? "" : " ") + notes[i];
+  return out;
+}
+
+std::string requests_section(const Report& r) {
+  TextTable table({{"id", Align::kLeft}, {"start s"}, {"in bytes"}, {"in tok"}, {"ttft ms"},
+                   {"tokens"}, {"tpot med ms"}, {"tpot sd ms"}, {"tpot max ms"}, {"notes", Align::kLeft}});
+  const size_t shown = std::min(r.request_rows.size(), kMaxRequestRows);
+  for (size_t i = 0; i < shown; ++i) {
+    const RequestRow& row = r.request_rows[i];
+    const double offset_s = row.start_unix_ns >= r.start_unix_ns
+                                ? static_cast<double>(row.start_unix_ns - r.start_unix_ns) / 1e9
+                                : -static_cast<double>(r.start_unix_ns - row.start_unix_ns) / 1e9;
+    table.add_row({row.id, fmt::format("{:.3f}", offset_s), std::to_string(row.input_bytes),
+                   row.input_tokens >= 0 ? std::to_string(row.input_tokens) : "-",
+                   ms_cell(row.ttft_ms), std::to_string(row.tokens), ms_cell(row.tpot_median_ms),
+                   ms_cell(row.tpot_stddev_ms), ms_cell(row.tpot_max_ms), row_notes(row, r.thresholds)});
+  }
+  std::string out = "requests (start = seconds after the window start)\n" + table.render(kIndent);
+  if (r.request_rows.size() > shown) {
+    out += kIndent + fmt::format("… {} more (use --format json)\n", r.request_rows.size() - shown);
+  }
+  return out;
+}
+
+// Outliers and findings are filled by later stages as JSON; read them defensively.
+std::string string_field(const nlohmann::json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  if (it == obj.end()) return "";
+  if (it->is_string()) return printable(it->get<std::string>());
+  if (it->is_number()) return it->dump();
+  return "";
+}
+
+double number_field(const nlohmann::json& obj, const char* key) {
+  if (!obj.is_object()) return NAN;
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number()) return NAN;
+  return it->get<double>();
+}
+
+std::string outliers_section(const nlohmann::json& outliers) {
+  if (!outliers.is_array() || outliers.empty()) return "";
+  std::string out = fmt::format("outliers ({})\n", outliers.size());
+  for (const auto& o : outliers) {
+    std::string line = kIndent + fmt::format("{} {} token {}: {} ms (baseline {} ms)", string_field(o, "kind"),
+                                             string_field(o, "request"), string_field(o, "token_index"),
+                                             ms_cell(number_field(o, "duration_ms")),
+                                             ms_cell(number_field(o, "baseline_ms")));
+    const auto causes = o.is_object() ? o.value("causes", nlohmann::json::array()) : nlohmann::json::array();
+    std::string sep = " <- ";
+    for (const auto& c : causes) {
+      if (!c.is_object()) continue;
+      line += sep + fmt::format("{} {} ms", string_field(c, "cause"), ms_cell(number_field(c, "ms")));
+      sep = ", ";
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string findings_section(const nlohmann::json& findings) {
+  if (!findings.is_array() || findings.empty()) return "";
+  std::string out = fmt::format("findings ({})\n", findings.size());
+  const std::string more = kIndent + "    ";
+  for (const auto& f : findings) {
+    out += kIndent + fmt::format("[{}] {}\n", string_field(f, "severity"), string_field(f, "title"));
+    if (auto e = string_field(f, "evidence"); !e.empty()) out += more + e + "\n";
+    if (auto r = string_field(f, "remedy"); !r.empty()) out += more + "fix: " + r + "\n";
+    if (f.is_object() && f.contains("sysctl") && f["sysctl"].is_array()) {
+      for (const auto& s : f["sysctl"]) {
+        out += more + fmt::format("sysctl {} = {} (now {})\n", string_field(s, "key"),
+                                  string_field(s, "value"), string_field(s, "current"));
+      }
+    }
+    if (auto v = string_field(f, "verify"); !v.empty()) out += more + "verify: " + v + "\n";
+  }
+  return out;
+}
+
+std::string probes_section(const std::vector<ProbeStatus>& probes) {
+  if (probes.empty()) return "";
+  TextTable table({{"name", Align::kLeft}, {"status", Align::kLeft}, {"events"}, {"lost"},
+                   {"reason", Align::kLeft}});
+  for (const ProbeStatus& p : probes) {
+    table.add_row({p.name, p.status, std::to_string(p.events), std::to_string(p.lost), p.reason});
+  }
+  std::string out = "probes\n" + table.render(kIndent);
+  for (const ProbeStatus& p : probes) {
+    if (p.lost == 0) continue;
+    out += kIndent + fmt::format("! {} lost {} events (ring buffer full): numbers may be missing tokens; "
+                                 "raise --ringbuf-size\n",
+                                 printable(p.name), p.lost);
+  }
+  return out;
+}
+
+std::string warnings_section(const std::vector<std::string>& warnings) {
+  if (warnings.empty()) return "";
+  std::string out = fmt::format("warnings ({})\n", warnings.size());
+  for (const std::string& w : warnings) out += kIndent + printable(w) + "\n";
+  return out;
+}
+
+std::string summary_section(const Report& r) {
+  std::string out = fmt::format("summary: {}, {}", plural(r.requests, "streaming request", "streaming requests"),
+                                plural(r.tokens, "token", "tokens"));
+  if (r.connections > 0) out += ", " + plural(r.connections, "connection", "connections");
+  out += "\n";
+  if (auto side = side_counts(r); !side.empty()) out += kIndent + "also: " + side + "\n";
+  if (r.requests == 0) return out + no_requests_hint(r);
+  out += distribution_table(r);
+  if (r.multi_event_sends > 0) {
+    out += kIndent + fmt::format("note: {} sends carried several SSE events; each counted as one token\n",
+                                 r.multi_event_sends);
+  }
+  return out;
+}
+
+void append_section(std::string& out, const std::string& section) {
+  if (section.empty()) return;
+  out += "\n" + section;
+}
+
+}  // namespace
+
+std::string render_text(const Report& report) {
+  std::string out = header_section(report);
+  append_section(out, summary_section(report));
+  if (report.requests > 0) {
+    append_section(out, thresholds_section(report));
+    append_section(out, requests_section(report));
+  }
+  append_section(out, outliers_section(report.outliers));
+  append_section(out, findings_section(report.findings));
+  append_section(out, probes_section(report.probes));
+  append_section(out, warnings_section(report.warnings));
+  return out;
+}
+
+}  // namespace ld::report

@@ -1,0 +1,92 @@
+#include "report/report.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace ld::report {
+
+uint64_t mono_to_unix_ns(uint64_t mono_ns, int64_t realtime_minus_monotonic_ns) {
+  const __int128 unix_ns = static_cast<__int128>(mono_ns) + realtime_minus_monotonic_ns;
+  if (unix_ns < 0) return 0;
+  if (unix_ns > static_cast<__int128>(std::numeric_limits<uint64_t>::max())) {
+    return std::numeric_limits<uint64_t>::max();
+  }
+  return static_cast<uint64_t>(unix_ns);
+}
+
+namespace {
+
+double max_of(const std::vector<double>& values) {
+  double best = std::numeric_limits<double>::quiet_NaN();
+  for (double v : values) {
+    if (std::isnan(best) || v > best) best = v;
+  }
+  return best;
+}
+
+RequestRow row_of(const analysis::Request& request, const std::vector<double>& gaps,
+                  int64_t realtime_minus_monotonic_ns) {
+  RequestRow row;
+  row.id = request.id;
+  row.start_unix_ns = mono_to_unix_ns(request.start_ns, realtime_minus_monotonic_ns);
+  row.input_bytes = request.input_bytes;
+  row.input_tokens = request.input_tokens;
+  row.ttft_ms = request.ttft_ms();
+  row.tokens = request.token_ns.size();
+  // median/stddev give NaN for no gaps (< 2 tokens), as the contract wants.
+  row.tpot_median_ms = analysis::median(gaps);
+  row.tpot_stddev_ms = analysis::stddev(gaps);
+  row.tpot_max_ms = max_of(gaps);
+  row.complete = request.complete;
+  return row;
+}
+
+void count_over_thresholds(const RequestRow& row, const std::vector<double>& gaps,
+                           const Thresholds& limits, ThresholdCounts& counts) {
+  if (row.ttft_ms > limits.ttft_stuck_ms) ++counts.ttft_stuck;
+  for (double gap : gaps) {
+    if (gap > limits.gap_broken_ms) ++counts.gaps_broken;
+    if (gap > limits.gap_spike_ms) ++counts.gaps_spike;
+  }
+}
+
+}  // namespace
+
+Report build_report(const analysis::Timeline& timeline, const Target& target,
+                    uint64_t window_start_mono_ns, uint64_t window_end_mono_ns,
+                    int64_t realtime_minus_monotonic_ns, const Thresholds& thresholds) {
+  Report report;
+  report.target = target;
+  report.start_unix_ns = mono_to_unix_ns(window_start_mono_ns, realtime_minus_monotonic_ns);
+  report.duration_ms = window_end_mono_ns > window_start_mono_ns
+                           ? (window_end_mono_ns - window_start_mono_ns) / 1'000'000
+                           : 0;
+  report.thresholds = thresholds;
+  report.non_streaming_requests = timeline.non_streaming_requests;
+  report.partial_requests = timeline.partial_requests;
+  report.in_flight_requests = timeline.in_flight_requests;
+  report.connections = timeline.connections;
+  report.multi_event_sends = timeline.multi_event_sends;
+  report.send_syscalls = timeline.send_syscalls;
+
+  std::vector<double> ttfts;
+  std::vector<double> all_gaps;  // TPOT is judged over every gap, not over per-request medians
+  ttfts.reserve(timeline.requests.size());
+  report.request_rows.reserve(timeline.requests.size());
+  for (const analysis::Request& request : timeline.requests) {
+    const std::vector<double> gaps = request.gaps_ms();
+    RequestRow row = row_of(request, gaps, realtime_minus_monotonic_ns);
+    count_over_thresholds(row, gaps, thresholds, report.over_thresholds);
+    ttfts.push_back(row.ttft_ms);
+    all_gaps.insert(all_gaps.end(), gaps.begin(), gaps.end());
+    report.tokens += row.tokens;
+    report.request_rows.push_back(std::move(row));
+  }
+  report.requests = timeline.requests.size();
+  report.gaps = all_gaps.size();
+  report.ttft_ms = analysis::describe(ttfts);
+  report.tpot_ms = analysis::describe(all_gaps);
+  return report;
+}
+
+}  // namespace ld::report

@@ -1,0 +1,564 @@
+// Tests for the bench client: SSE parsing, statistics, the loopback guard, the token log, and
+// end-to-end runs against a freshly started ld-sample-server in every --wire mode.
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/bench.hpp"
+
+namespace fs = std::filesystem;
+using namespace ld::bench;
+
+namespace {
+
+std::vector<SseEvent> parse_all(const std::vector<std::string>& pieces) {
+  std::vector<SseEvent> out;
+  SseParser p([&](const SseEvent& e) { out.push_back(e); });
+  uint64_t t = 1;
+  for (const auto& piece : pieces) p.feed(piece, t++);
+  return out;
+}
+
+std::vector<std::string> datas(const std::vector<SseEvent>& events) {
+  std::vector<std::string> out;
+  for (const auto& e : events) out.push_back(e.data);
+  return out;
+}
+
+// LF and CRLF events, a comment, a multi-line event, a named event, [DONE].
+const std::string kStream =
+    ": ping\n\n"
+    "data: {\"choices\":[{\"text\":\"a\"}]}\n\n"
+    "data: {\"choices\":[{\"text\":\"b\"}]}\r\n\r\n"
+    ": keep-alive comment\r\n"
+    "event: message\r\n"
+    "data: line1\r\n"
+    "data: line2\n"
+    "\n"
+    "data:no-space\r\rdata: [DONE]\n\n";
+const std::vector<std::string> kExpected = {"{\"choices\":[{\"text\":\"a\"}]}",
+                                            "{\"choices\":[{\"text\":\"b\"}]}", "line1\nline2",
+                                            "no-space", "[DONE]"};
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------ SseParser
+
+TEST(SseParser, WholeStream) { EXPECT_EQ(datas(parse_all({kStream})), kExpected); }
+
+TEST(SseParser, EverySplitPositionGivesSameEvents) {
+  for (size_t cut = 0; cut <= kStream.size(); ++cut) {
+    auto got = datas(parse_all({kStream.substr(0, cut), kStream.substr(cut)}));
+    EXPECT_EQ(got, kExpected) << "split at byte " << cut;
+  }
+}
+
+TEST(SseParser, EveryTwoSplitPositionsGiveSameEvents) {
+  for (size_t a = 0; a <= kStream.size(); ++a)
+    for (size_t b = a; b <= kStream.size(); ++b) {
+      auto got = datas(parse_all({kStream.substr(0, a), kStream.substr(a, b - a),
+                                  kStream.substr(b)}));
+      ASSERT_EQ(got, kExpected) << "split at bytes " << a << "," << b;
+    }
+}
+
+TEST(SseParser, ByteAtATime) {
+  std::vector<std::string> bytes;
+  for (char c : kStream) bytes.emplace_back(1, c);
+  EXPECT_EQ(datas(parse_all(bytes)), kExpected);
+}
+
+TEST(SseParser, TimestampIsWhenTheBlankLineArrives) {
+  // Event 1 completes in the second feed (t=2); event 2 in the fourth (t=4).
+  auto ev = parse_all({"data: one\n", "\ndata: tw", "o\r\n", "\r\n"});
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].data, "one");
+  EXPECT_EQ(ev[0].t_ns, 2u);
+  EXPECT_EQ(ev[1].data, "two");
+  EXPECT_EQ(ev[1].t_ns, 4u);
+}
+
+TEST(SseParser, SeveralEventsInOneFeedShareItsTime) {
+  auto ev = parse_all({"data: a\n\ndata: b\n\ndata: c\n\n"});
+  ASSERT_EQ(ev.size(), 3u);
+  for (const auto& e : ev) EXPECT_EQ(e.t_ns, 1u);
+}
+
+TEST(SseParser, CommentsAndDataLessEventsAreNotDispatched) {
+  EXPECT_TRUE(parse_all({": ping\n\n:\n\nevent: x\n\nid: 3\n\nretry: 10\n\n"}).empty());
+}
+
+TEST(SseParser, EmptyDataLineIsAnEvent) {
+  auto ev = parse_all({"data\n\ndata:\n\n"});
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].data, "");
+  EXPECT_EQ(ev[1].data, "");
+}
+
+TEST(SseParser, EventFieldAndBom) {
+  auto ev = parse_all({"\xEF\xBB", "\xBF" "event: delta\ndata: x\n\ndata: y\n\n"});
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].event, "delta");
+  EXPECT_EQ(ev[0].data, "x");
+  EXPECT_EQ(ev[1].event, "");  // the event type resets after dispatch
+}
+
+TEST(SseParser, UnterminatedEventIsNotDispatched) {
+  EXPECT_TRUE(parse_all({"data: partial\n"}).empty());
+}
+
+// ------------------------------------------------------------------------------------ tokens
+
+TEST(TokenEvents, DoneIsNotAToken) {
+  EXPECT_FALSE(is_token_event("[DONE]"));
+  EXPECT_TRUE(is_token_event("{\"choices\":[{\"index\":0,\"text\":\"tok\"}]}"));
+  EXPECT_TRUE(is_token_event("not json at all"));
+}
+
+TEST(TokenEvents, UsageOnlyEventIsNotAToken) {
+  const std::string usage =
+      R"({"id":"c","choices":[],"usage":{"prompt_tokens":64,"completion_tokens":8}})";
+  EXPECT_FALSE(is_token_event(usage));
+  EXPECT_EQ(usage_prompt_tokens(usage), 64);
+  EXPECT_FALSE(is_token_event(R"({"usage":{"prompt_tokens":1}})"));
+  // A token that also carries usage (some servers put it on the last token) still counts.
+  EXPECT_TRUE(is_token_event(R"({"choices":[{"text":"x"}],"usage":{"prompt_tokens":1}})"));
+  EXPECT_TRUE(is_token_event(R"({"choices":[{"delta":{"content":"x"}}],"usage":{}})"));
+  EXPECT_EQ(usage_prompt_tokens(R"({"choices":[{"text":"usage"}]})"), std::nullopt);
+}
+
+// ------------------------------------------------------------------------------------ stats
+
+TEST(BenchStats, PercentileLinearMatchesNumpy) {
+  std::vector<double> v = {4, 1, 3, 2};  // unsorted on purpose
+  EXPECT_DOUBLE_EQ(percentile_linear(v, 50), 2.5);
+  EXPECT_DOUBLE_EQ(percentile_linear(v, 90), 3.7);
+  EXPECT_DOUBLE_EQ(percentile_linear(v, 99), 3.97);
+  EXPECT_DOUBLE_EQ(percentile_linear(v, 0), 1);
+  EXPECT_DOUBLE_EQ(percentile_linear(v, 100), 4);
+  EXPECT_DOUBLE_EQ(percentile_linear({7}, 99), 7);
+  EXPECT_DOUBLE_EQ(percentile_linear({10, 20, 30, 40, 50}, 90), 46);
+  EXPECT_TRUE(std::isnan(percentile_linear({}, 50)));
+}
+
+TEST(BenchStats, PopulationStddev) {
+  EXPECT_DOUBLE_EQ(stddev_population({2, 4, 4, 4, 5, 5, 7, 9}), 2.0);
+  EXPECT_DOUBLE_EQ(stddev_population({3}), 0.0);
+  EXPECT_TRUE(std::isnan(stddev_population({})));
+}
+
+TEST(BenchStats, SummarizePoolsGapsAndSkipsFailures) {
+  const uint64_t ms = 1000000;
+  BenchResult r;
+  BenchRequestResult a;
+  a.start_mono_ns = 0;
+  a.token_mono_ns = {10 * ms, 12 * ms, 16 * ms};  // gaps 2, 4
+  a.first_token_mono_ns = 10 * ms;
+  BenchRequestResult b;
+  b.start_mono_ns = 100 * ms;
+  b.token_mono_ns = {120 * ms, 126 * ms};  // gap 6
+  b.first_token_mono_ns = 120 * ms;
+  BenchRequestResult failed;
+  failed.start_mono_ns = 200 * ms;
+  failed.token_mono_ns = {201 * ms, 500 * ms};
+  failed.first_token_mono_ns = 201 * ms;
+  failed.error = "Timeout was reached";
+  r.requests = {a, b, failed};
+  summarize(r);
+  EXPECT_EQ(r.failed, 1);
+  EXPECT_EQ(r.tokens, 7u);
+  EXPECT_DOUBLE_EQ(r.ttft_p50_ms, 15);  // TTFTs 10 and 20
+  EXPECT_DOUBLE_EQ(r.ttft_p90_ms, 19);
+  EXPECT_DOUBLE_EQ(r.tpot_median_ms, 4);  // gaps 2, 4, 6
+  EXPECT_DOUBLE_EQ(r.tpot_stddev_ms, std::sqrt(8.0 / 3.0));
+  std::string s = format_bench_summary(r);
+  EXPECT_NE(s.find("TTFT P50 (ms)"), std::string::npos) << s;
+  EXPECT_NE(s.find("15.00"), std::string::npos) << s;
+  EXPECT_NE(s.find("Timeout was reached"), std::string::npos) << s;
+}
+
+TEST(BenchStats, SummaryOfNothingSaysNA) {
+  BenchResult r;
+  summarize(r);
+  EXPECT_NE(format_bench_summary(r).find("n/a"), std::string::npos);
+}
+
+// ------------------------------------------------------------------------------------ URL guard
+
+TEST(BenchUrl, LoopbackHosts) {
+  for (const char* h : {"127.0.0.1", "127.1.2.3", "localhost", "LOCALHOST", "[::1]", "::1",
+                        "::ffff:127.0.0.1"})
+    EXPECT_TRUE(is_loopback_host(h)) << h;
+  for (const char* h : {"10.0.0.1", "128.0.0.1", "example.com", "localhost.example.com",
+                        "[::2]", "0.0.0.0", "", "127.0.0.1.nip.io"})
+    EXPECT_FALSE(is_loopback_host(h)) << h;
+}
+
+TEST(BenchUrl, CheckUrl) {
+  EXPECT_NO_THROW(check_url("http://127.0.0.1:8000/v1/completions", false));
+  EXPECT_NO_THROW(check_url("http://localhost/v1/completions", false));
+  EXPECT_NO_THROW(check_url("http://[::1]:8080/v1/chat/completions", false));
+  EXPECT_THROW(check_url("http://10.1.2.3:8000/v1/completions", false), std::invalid_argument);
+  EXPECT_THROW(check_url("https://api.openai.com/v1/completions", false), std::invalid_argument);
+  EXPECT_NO_THROW(check_url("https://api.openai.com/v1/completions", true));
+  EXPECT_THROW(check_url("ftp://127.0.0.1/x", false), std::invalid_argument);
+  EXPECT_THROW(check_url("not a url", false), std::invalid_argument);
+  try {
+    check_url("http://192.168.1.5/v1/completions", false);
+    FAIL() << "expected a throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--allow-remote"), std::string::npos) << e.what();
+  }
+}
+
+TEST(BenchUrl, RunBenchRefusesRemoteBeforeSendingAnything) {
+  BenchOptions o;
+  o.url = "http://198.51.100.7:8000/v1/completions";  // TEST-NET-2: never contacted
+  EXPECT_THROW(run_bench(o), std::invalid_argument);
+}
+
+TEST(BenchOptionsCheck, BadOptionsThrow) {
+  BenchOptions o;
+  o.url = "http://127.0.0.1:1/v1/completions";
+  o.concurrency = 0;
+  EXPECT_THROW(run_bench(o), std::invalid_argument);
+  o.concurrency = 1;
+  o.timeout_s = 0;
+  EXPECT_THROW(run_bench(o), std::invalid_argument);
+}
+
+// ------------------------------------------------------------------------------------ token log
+
+namespace {
+fs::path temp_path(const std::string& name) {
+  return fs::temp_directory_path() /
+         (name + "." + std::to_string(getpid()) + "." +
+          std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+}
+
+std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(p);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+}  // namespace
+
+TEST(BenchTokenLog, FormatAndMode) {
+  auto path = temp_path("ld-bench-log");
+  { std::ofstream(path) << "old content\n"; }
+  fs::permissions(path, fs::perms::all);
+  BenchRequestResult r;
+  r.id = "req-1";
+  r.start_mono_ns = 100;
+  r.token_mono_ns = {150, 160};
+  r.end_mono_ns = 170;
+  r.prompt_tokens = 12;
+  write_token_log(path, {r});
+  auto lines = read_jsonl(path);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0], nlohmann::json::parse(R"({"request":"req-1","event":"start","t_ns":100,
+                                               "clock":"monotonic","input_tokens":12})"));
+  EXPECT_EQ(lines[1], nlohmann::json::parse(
+                          R"({"request":"req-1","event":"token","t_ns":150,"clock":"monotonic"})"));
+  EXPECT_EQ(lines[3]["event"], "end");
+  EXPECT_EQ(lines[3]["t_ns"], 170);
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  fs::remove(path);
+}
+
+TEST(BenchTokenLog, UnwritablePathThrowsBeforeLoad) {
+  BenchOptions o;
+  o.url = "http://127.0.0.1:1/v1/completions";
+  o.tokens_out = "/nonexistent-dir/tokens.jsonl";
+  EXPECT_THROW(run_bench(o), std::runtime_error);
+}
+
+// ------------------------------------------------------------------------------------ live server
+
+namespace {
+
+std::optional<fs::path> find_sample_server() {
+  std::vector<fs::path> candidates;
+  if (const char* env = std::getenv("LD_SAMPLE_SERVER")) candidates.emplace_back(env);
+#ifdef LD_BUILD_DIR
+  candidates.push_back(fs::path(LD_BUILD_DIR) / "ld-sample-server");
+#endif
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back(self.parent_path() / "ld-sample-server");
+    candidates.push_back(self.parent_path().parent_path() / "ld-sample-server");
+  }
+  for (const auto& c : candidates)
+    if (::access(c.c_str(), X_OK) == 0) return c;
+  return std::nullopt;
+}
+
+// A sample server child process on an ephemeral port; always killed by the destructor.
+class SampleServer {
+ public:
+  explicit SampleServer(const fs::path& exe, std::vector<std::string> args) {
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+    pid_t parent = getpid();
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) exec_child(exe, args, out[1], parent);
+    ::close(out[1]);
+    port_ = read_port(out[0]);
+    ::close(out[0]);
+    if (port_ == 0) {
+      stop();
+      throw std::runtime_error("ld-sample-server did not report a port");
+    }
+  }
+  ~SampleServer() { stop(); }
+  SampleServer(const SampleServer&) = delete;
+  SampleServer& operator=(const SampleServer&) = delete;
+
+  int port() const { return port_; }
+  std::string url(const std::string& path = "/v1/completions") const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+
+  // SIGTERM, then SIGKILL if it does not exit promptly. Returns the wait status.
+  int stop() {
+    if (pid_ <= 0) return status_;
+    ::kill(pid_, SIGTERM);
+    for (int i = 0; i < 300; ++i) {
+      if (::waitpid(pid_, &status_, WNOHANG) == pid_) {
+        pid_ = -1;
+        return status_;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, &status_, 0);
+    pid_ = -1;
+    return status_;
+  }
+
+ private:
+  [[noreturn]] static void exec_child(const fs::path& exe, const std::vector<std::string>& args,
+                                      int out_fd, pid_t parent) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test binary
+    if (getppid() != parent) _exit(127);
+    ::dup2(out_fd, STDOUT_FILENO);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(exe.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(exe.c_str(), argv.data());
+    _exit(127);
+  }
+
+  // Reads "listening on 127.0.0.1:PORT" (10 s budget). 0 on failure.
+  static int read_port(int fd) {
+    std::string buf;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (buf.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char tmp[256];
+      ssize_t n = ::read(fd, tmp, sizeof tmp);
+      if (n <= 0) break;
+      buf.append(tmp, static_cast<size_t>(n));
+    }
+    const std::string prefix = "listening on 127.0.0.1:";
+    if (buf.rfind(prefix, 0) != 0) return 0;
+    return std::atoi(buf.c_str() + prefix.size());
+  }
+
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int status_ = 0;
+};
+
+// One raw exchange on a fresh TCP connection: sends `request`, reads until the server closes
+// (or 3 s pass).
+std::string raw_exchange(int port, const std::string& request) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return {};
+  }
+  ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char tmp[4096];
+    ssize_t n = ::recv(fd, tmp, sizeof tmp, 0);
+    if (n <= 0) break;
+    out.append(tmp, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+#define REQUIRE_SAMPLE_SERVER(var)                                                          \
+  auto var = find_sample_server();                                                          \
+  if (!var)                                                                                 \
+    GTEST_SKIP() << "ld-sample-server not found next to the test binary or in its parent "  \
+                    "directory (build the ld-sample-server target, or set LD_SAMPLE_SERVER)"
+
+void expect_clean_run(const BenchResult& r, int requests, int tokens) {
+  ASSERT_EQ(r.requests.size(), static_cast<size_t>(requests));
+  EXPECT_EQ(r.failed, 0);
+  EXPECT_EQ(r.tokens, static_cast<uint64_t>(requests * tokens));
+  for (const auto& q : r.requests) {
+    EXPECT_EQ(q.error, "") << q.id;
+    EXPECT_EQ(q.http_status, 200) << q.id;
+    EXPECT_EQ(q.token_mono_ns.size(), static_cast<size_t>(tokens)) << q.id;
+    EXPECT_GT(q.first_token_mono_ns, q.start_mono_ns) << q.id;  // TTFT > 0
+    EXPECT_GE(q.end_mono_ns, q.token_mono_ns.back()) << q.id;
+  }
+  EXPECT_GT(r.ttft_p50_ms, 0);
+  EXPECT_GT(r.tpot_median_ms, 0);
+}
+
+}  // namespace
+
+class BenchLive : public ::testing::TestWithParam<std::vector<std::string>> {};
+
+TEST_P(BenchLive, FourRequestsConcurrencyTwo) {
+  REQUIRE_SAMPLE_SERVER(exe);
+  std::vector<std::string> args = {"--port", "0", "--token-ms", "5", "--tokens", "8"};
+  for (const auto& a : GetParam()) args.push_back(a);
+  SampleServer server(*exe, args);
+  BenchOptions o;
+  o.url = server.url();
+  o.requests = 4;
+  o.concurrency = 2;
+  o.max_tokens = 8;
+  o.timeout_s = 30;
+  std::vector<std::string> progress;
+  BenchResult r = run_bench(o, [&](const std::string& s) { progress.push_back(s); });
+  expect_clean_run(r, 4, 8);
+  EXPECT_EQ(progress.size(), 4u);
+  EXPECT_EQ(WEXITSTATUS(server.stop()), 0);  // SIGTERM is a clean exit
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    WireModes, BenchLive,
+    ::testing::Values(std::vector<std::string>{"--wire", "openai"},
+                      std::vector<std::string>{"--wire", "llamacpp"},
+                      std::vector<std::string>{"--wire", "uvicorn"},
+                      std::vector<std::string>{"--wire", "rust"},
+                      std::vector<std::string>{"--wire", "llamacpp", "--close-after-stream"},
+                      std::vector<std::string>{"--wire", "openai", "--plain"},
+                      std::vector<std::string>{"--wire", "rust", "--plain"}),
+    [](const auto& info) {
+      std::string name;
+      for (const auto& a : info.param)
+        for (char c : a)
+          if (std::isalnum(static_cast<unsigned char>(c))) name += c;
+      return name;
+    });
+
+TEST(BenchLiveExtra, ChatEndpointMaxTokensAndTokenLog) {
+  REQUIRE_SAMPLE_SERVER(exe);
+  SampleServer server(*exe, {"--token-ms", "2", "--tokens", "50", "--wire", "llamacpp"});
+  auto path = temp_path("ld-bench-live-log");
+  BenchOptions o;
+  o.url = server.url("/v1/chat/completions");
+  o.requests = 3;
+  o.concurrency = 3;
+  o.max_tokens = 5;  // overrides the server's --tokens 50
+  o.prompt_bytes = 1000;
+  o.tokens_out = path;
+  BenchResult r = run_bench(o);
+  expect_clean_run(r, 3, 5);
+  auto lines = read_jsonl(path);
+  ASSERT_EQ(lines.size(), 3u * (1 + 5 + 1));
+  EXPECT_EQ(lines[0]["event"], "start");
+  EXPECT_EQ(lines[0]["clock"], "monotonic");
+  EXPECT_TRUE(lines[0].contains("input_tokens"));  // from the llama.cpp-style usage event
+  EXPECT_EQ(lines[6]["event"], "end");
+  fs::remove(path);
+}
+
+TEST(BenchLiveExtra, HttpErrorsAndRefusedConnectionsAreRecorded) {
+  REQUIRE_SAMPLE_SERVER(exe);
+  int closed_port;
+  {
+    SampleServer server(*exe, {"--token-ms", "1"});
+    closed_port = server.port();
+    BenchOptions o;
+    o.url = server.url("/v1/nope");
+    o.requests = 2;
+    BenchResult r = run_bench(o);
+    EXPECT_EQ(r.failed, 2);
+    EXPECT_EQ(r.requests[0].http_status, 404);
+    EXPECT_NE(r.requests[0].error.find("HTTP 404"), std::string::npos) << r.requests[0].error;
+  }
+  BenchOptions o;  // the server is gone: connection refused, not an exception
+  o.url = "http://127.0.0.1:" + std::to_string(closed_port) + "/v1/completions";
+  o.requests = 2;
+  BenchResult r = run_bench(o);
+  EXPECT_EQ(r.failed, 2);
+  EXPECT_FALSE(r.requests[1].error.empty());
+  EXPECT_NE(format_bench_summary(r).find("requests failed"), std::string::npos);
+}
+
+TEST(SampleServerLive, HealthKeepAliveAndMalformedRequests) {
+  REQUIRE_SAMPLE_SERVER(exe);
+  SampleServer server(*exe, {"--token-ms", "1", "--tokens", "2"});
+  // Two requests on one connection: keep-alive answers both.
+  std::string two = raw_exchange(server.port(),
+                                 "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+                                 "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(two.find("HTTP/1.1 200"), 0u) << two;
+  EXPECT_NE(two.find("HTTP/1.1 200", 5), std::string::npos) << two;
+  EXPECT_EQ(two.substr(two.size() - 2), "ok");
+
+  for (const std::string& bad : {std::string("garbage\r\n\r\n"),
+                                std::string("POST /v1/completions HTTP/1.1\r\nContent-Length: "
+                                            "zz\r\n\r\n"),
+                                std::string("POST /v1/completions HTTP/1.1\r\nContent-Length: "
+                                            "9\r\n\r\n{\"max_tok"),
+                                std::string("POST /v1/completions HTTP/1.1\r\nContent-Length: "
+                                            "17\r\n\r\n{\"max_tokens\":-1}"),
+                                std::string("POST /v1/completions HTTP/1.1\r\nContent-Length: "
+                                            "200\r\n\r\n") +
+                                    std::string(100, '[') + std::string(100, ']'),
+                                std::string(70000, 'A')}) {
+    std::string reply = raw_exchange(server.port(), bad);
+    EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << bad.substr(0, 80) << " -> " << reply;
+  }
+  // Still alive and serving after all that.
+  std::string ok = raw_exchange(server.port(),
+                                "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(ok.rfind("HTTP/1.1 200", 0), 0u) << ok;
+}

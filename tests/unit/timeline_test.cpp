@@ -1,0 +1,507 @@
+// SocketTimelineBuilder from synthetic event streams: no root, no BPF.
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <variant>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "analysis/timeline.hpp"
+#include "events.h"
+
+namespace {
+
+using ld::analysis::Request;
+using ld::analysis::SocketTimelineBuilder;
+using ld::analysis::Timeline;
+
+constexpr uint64_t kMs = 1'000'000;
+constexpr uint32_t kPid = 100;
+
+using Event = std::variant<ld_sock_io, ld_sock_close, ld_task_exit>;
+
+ld_hdr header(uint16_t type, uint16_t size, uint64_t ts, uint32_t tgid, uint32_t tid) {
+  ld_hdr h{};
+  h.type = type;
+  h.size = size;
+  h.cpu = 0;
+  h.tgid = tgid;
+  h.tid = tid;
+  h.ts_ns = ts;
+  return h;
+}
+
+// Builds an event stream the way the kernel side would report it. Times are in ms for
+// readability; `sock` is the opaque socket id.
+class Stream {
+ public:
+  explicit Stream(uint32_t tgid = kPid) : tgid_(tgid) {}
+
+  Stream& recv(double t_ms, uint64_t sock, ld_payload_class cls, int64_t ret = 100) {
+    return io(t_ms, sock, LD_DIR_RECV, cls, ret, LD_SC_READ);
+  }
+  Stream& send(double t_ms, uint64_t sock, ld_payload_class cls, int64_t ret = 50,
+               ld_io_syscall sc = LD_SC_WRITE, uint8_t sse_events = 0) {
+    if (sse_events == 0 && (cls == LD_PC_SSE_DATA || cls == LD_PC_HTTP_RESPONSE_SSE)) sse_events = 1;
+    return io(t_ms, sock, LD_DIR_SEND, cls, ret, sc, sse_events);
+  }
+  Stream& close(double t_ms, uint64_t sock) {
+    ld_sock_close ev{};
+    ev.hdr = header(LD_EV_SOCK_CLOSE, sizeof ev, ns(t_ms), tgid_, tid_);
+    ev.sock_id = sock;
+    events_.push_back(ev);
+    return *this;
+  }
+  Stream& exit_process(double t_ms) {
+    ld_task_exit ev{};
+    ev.hdr = header(LD_EV_TASK_EXIT, sizeof ev, ns(t_ms), tgid_, tgid_);
+    ev.is_process = 1;
+    events_.push_back(ev);
+    return *this;
+  }
+  Stream& thread(uint32_t tid) {
+    tid_ = tid;
+    return *this;
+  }
+  Stream& pid(uint32_t tgid) {
+    tgid_ = tgid;
+    return *this;
+  }
+
+  // A full llama.cpp-style streaming exchange: request, headers at once, tokens, usage, [DONE],
+  // terminator. Token i is sent at first_token_ms + i * gap_ms.
+  Stream& llama_exchange(double start_ms, uint64_t sock, double first_token_ms, int tokens, double gap_ms) {
+    recv(start_ms, sock, LD_PC_HTTP_REQUEST, 300);
+    send(start_ms + 0.1, sock, LD_PC_HTTP_RESPONSE, 120, LD_SC_SENDTO);
+    double t = first_token_ms;
+    for (int i = 0; i < tokens; ++i, t += gap_ms) send(t, sock, LD_PC_SSE_DATA, 80, LD_SC_SENDTO);
+    send(t - gap_ms + 0.2, sock, LD_PC_SSE_DONE, 20, LD_SC_SENDTO);
+    send(t - gap_ms + 0.3, sock, LD_PC_CHUNK_END, 5, LD_SC_SENDTO);
+    return *this;
+  }
+
+  const std::vector<Event>& events() const { return events_; }
+
+ private:
+  static uint64_t ns(double t_ms) { return static_cast<uint64_t>(t_ms * 1e6 + 0.5); }
+
+  Stream& io(double t_ms, uint64_t sock, uint8_t dir, uint8_t cls, int64_t ret, uint8_t sc,
+             uint8_t sse_events = 0) {
+    ld_sock_io ev{};
+    ev.hdr = header(LD_EV_SOCK_IO, sizeof ev, ns(t_ms), tgid_, tid_);
+    ev.sock_id = sock;
+    ev.ret = ret;
+    ev.fd = static_cast<uint32_t>(sock % 1000);
+    ev.lport = 8000;
+    ev.rport = 40000;
+    ev.family = 2;
+    ev.dir = dir;
+    ev.syscall = sc;
+    ev.cls = cls;
+    ev.sse_events = sse_events;
+    events_.push_back(ev);
+    return *this;
+  }
+
+  uint32_t tgid_;
+  uint32_t tid_ = 101;
+  std::vector<Event> events_;
+};
+
+Timeline build(const std::vector<Event>& events) {
+  SocketTimelineBuilder builder;
+  for (const Event& ev : events) std::visit([&](const auto& e) { builder.add(e); }, ev);
+  return builder.finish();
+}
+
+Timeline build(const Stream& s) { return build(s.events()); }
+
+uint64_t ts_of(const Event& ev) {
+  return std::visit([](const auto& e) { return e.hdr.ts_ns; }, ev);
+}
+
+// Delivery order as per-CPU ring buffers produce it: any record may arrive up to `window`
+// later than records stamped after it.
+std::vector<Event> shuffled_within(std::vector<Event> events, uint64_t window, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<uint64_t> jitter(0, window);
+  std::vector<std::pair<uint64_t, Event>> keyed;
+  for (const Event& ev : events) keyed.emplace_back(ts_of(ev) + jitter(rng), ev);
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Event> out;
+  for (auto& [key, ev] : keyed) out.push_back(ev);
+  return out;
+}
+
+void expect_same(const Timeline& a, const Timeline& b) {
+  ASSERT_EQ(a.requests.size(), b.requests.size());
+  for (size_t i = 0; i < a.requests.size(); ++i) {
+    const Request& x = a.requests[i];
+    const Request& y = b.requests[i];
+    EXPECT_EQ(x.id, y.id);
+    EXPECT_EQ(x.start_ns, y.start_ns);
+    EXPECT_EQ(x.end_ns, y.end_ns);
+    EXPECT_EQ(x.input_bytes, y.input_bytes);
+    EXPECT_EQ(x.token_ns, y.token_ns);
+    EXPECT_EQ(x.token_tid, y.token_tid);
+    EXPECT_EQ(x.complete, y.complete);
+  }
+  EXPECT_EQ(a.non_streaming_requests, b.non_streaming_requests);
+  EXPECT_EQ(a.partial_requests, b.partial_requests);
+  EXPECT_EQ(a.in_flight_requests, b.in_flight_requests);
+  EXPECT_EQ(a.connections, b.connections);
+  EXPECT_EQ(a.send_syscalls, b.send_syscalls);
+}
+
+TEST(TimelineRequest, TtftAndGaps) {
+  Request r;
+  r.start_ns = 10 * kMs;
+  r.token_ns = {110 * kMs, 130 * kMs, 160 * kMs};
+  EXPECT_DOUBLE_EQ(r.ttft_ms(), 100.0);
+  EXPECT_EQ(r.gaps_ms(), (std::vector<double>{20.0, 30.0}));
+  Request empty;
+  EXPECT_TRUE(std::isnan(empty.ttft_ms()));
+  EXPECT_TRUE(empty.gaps_ms().empty());
+}
+
+TEST(Timeline, LlamaCppHeadersBeforePrefillTtftFromRequestToFirstData) {
+  Stream s;
+  s.llama_exchange(0, 1, /*first token*/ 250, /*tokens*/ 4, /*gap*/ 40);
+  s.close(500, 1);
+  const Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 1u);
+  const Request& r = t.requests[0];
+  EXPECT_EQ(r.id, "100:c1#1");
+  EXPECT_EQ(r.tgid, kPid);
+  EXPECT_EQ(r.start_ns, 0u);
+  EXPECT_DOUBLE_EQ(r.ttft_ms(), 250.0);  // not 0.1 ms (the headers)
+  ASSERT_EQ(r.token_ns.size(), 4u);
+  for (double gap : r.gaps_ms()) EXPECT_NEAR(gap, 40.0, 1e-6);
+  EXPECT_TRUE(r.complete);
+  EXPECT_EQ(r.end_ns, static_cast<uint64_t>(370.3 * kMs + 0.5));  // the terminator, after [DONE]
+  EXPECT_EQ(r.input_bytes, 300u);
+  EXPECT_EQ(r.token_tid, std::vector<uint32_t>(4, 101));
+  EXPECT_EQ(t.connections, 1u);
+  EXPECT_EQ(t.non_streaming_requests, 0u);
+  EXPECT_EQ(t.send_syscalls.at("sendto"), 4u);
+}
+
+TEST(Timeline, KeepAliveThreeRequestsOnOneConnection) {
+  Stream s;
+  s.llama_exchange(0, 7, 100, 3, 20);
+  s.llama_exchange(1000, 7, 1300, 5, 10);
+  s.llama_exchange(2000, 7, 2050, 2, 30);
+  const Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 3u);
+  EXPECT_EQ(t.requests[0].id, "100:c1#1");
+  EXPECT_EQ(t.requests[1].id, "100:c1#2");
+  EXPECT_EQ(t.requests[2].id, "100:c1#3");
+  EXPECT_DOUBLE_EQ(t.requests[0].ttft_ms(), 100.0);
+  EXPECT_DOUBLE_EQ(t.requests[1].ttft_ms(), 300.0);
+  EXPECT_DOUBLE_EQ(t.requests[2].ttft_ms(), 50.0);
+  EXPECT_EQ(t.requests[0].token_ns.size(), 3u);
+  EXPECT_EQ(t.requests[1].token_ns.size(), 5u);
+  EXPECT_EQ(t.requests[2].token_ns.size(), 2u);
+  for (const Request& r : t.requests) EXPECT_TRUE(r.complete);
+  EXPECT_EQ(t.connections, 1u);
+}
+
+TEST(Timeline, UvicornThreeWriteChunkFramingIsOneTokenEach) {
+  Stream s;
+  s.recv(0, 3, LD_PC_HTTP_REQUEST, 200);
+  s.recv(0.5, 3, LD_PC_OTHER, 900);  // the JSON body
+  s.send(1, 3, LD_PC_HTTP_RESPONSE, 150);
+  for (int i = 0; i < 5; ++i) {
+    const double t = 100 + i * 25;
+    s.send(t, 3, LD_PC_CHUNK_FRAME, 4);
+    s.send(t + 0.01, 3, LD_PC_SSE_DATA, 60);
+    s.send(t + 0.02, 3, LD_PC_CHUNK_FRAME, 2);
+  }
+  s.send(300, 3, LD_PC_CHUNK_FRAME, 4);
+  s.send(300.01, 3, LD_PC_SSE_DONE, 14);
+  s.send(300.02, 3, LD_PC_CHUNK_FRAME, 2);
+  s.send(300.03, 3, LD_PC_CHUNK_END, 5);
+  const Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 1u);
+  const Request& r = t.requests[0];
+  EXPECT_EQ(r.token_ns.size(), 5u);
+  EXPECT_NEAR(r.ttft_ms(), 100.01, 1e-6);
+  for (double gap : r.gaps_ms()) EXPECT_NEAR(gap, 25.0, 1e-6);
+  EXPECT_EQ(r.input_bytes, 1100u);
+  EXPECT_TRUE(r.complete);
+  EXPECT_EQ(r.end_ns, 300030000u);
+  EXPECT_EQ(t.send_syscalls.at("write"), 5u);
+}
+
+TEST(Timeline, HeadersAndFirstEventInOneSendIsAToken) {
+  Stream s;
+  s.recv(0, 3, LD_PC_HTTP_REQUEST);
+  s.send(80, 3, LD_PC_HTTP_RESPONSE_SSE, 300, LD_SC_WRITEV);
+  s.send(100, 3, LD_PC_SSE_DATA, 60, LD_SC_WRITEV, 3);  // three events batched in one write
+  s.send(101, 3, LD_PC_SSE_DONE);
+  const Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 1u);
+  EXPECT_EQ(t.requests[0].token_ns.size(), 2u);
+  EXPECT_DOUBLE_EQ(t.requests[0].ttft_ms(), 80.0);
+  EXPECT_EQ(t.multi_event_sends, 1u);
+  EXPECT_EQ(t.send_syscalls.at("writev"), 2u);
+}
+
+TEST(Timeline, ContentLessDataEventsAreNotTokens) {
+  Stream s;
+  s.recv(0, 3, LD_PC_HTTP_REQUEST);
+  s.send(1, 3, LD_PC_HTTP_RESPONSE);
+  s.send(10, 3, LD_PC_SSE_META);  // role-only first chunk: "delta":{}
+  s.send(50, 3, LD_PC_SSE_DATA).send(70, 3, LD_PC_SSE_DATA);
+  s.send(71, 3, LD_PC_SSE_META);  // usage summary: "choices":[]
+  s.send(72, 3, LD_PC_SSE_DONE);
+  const Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 1u);
+  EXPECT_EQ(t.requests[0].token_ns.size(), 2u);
+  EXPECT_DOUBLE_EQ(t.requests[0].ttft_ms(), 50.0);
+  EXPECT_EQ(t.requests[0].end_ns, 72 * kMs);
+}
+
+TEST(Timeline, InterleavedConnections) {
+  Stream s;
+  // Two clients streaming at the same time on two sockets, tokens alternating.
+  s.recv(0, 1, LD_PC_HTTP_REQUEST);
+  s.recv(5, 2, LD_PC_HTTP_REQUEST);
+  s.send(6, 1, LD_PC_HTTP_RESPONSE);
+  s.send(7, 2, LD_PC_HTTP_RESPONSE);
+  for (int i = 0; i < 4; ++i) {
+    s.thread(201).send(100 + i * 20, 1, LD_PC_SSE_DATA);
+    s.thread(202).send(110 + i * 20, 2, LD_PC_SSE_DATA);
+  }
+  s.send(200, 1, LD_PC_SSE_DONE).send(201, 2, LD_PC_SSE_DONE);
+  const Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 2u);
+  EXPECT_EQ(t.requests[0].id, "100:c1#1");
+  EXPECT_EQ(t.requests[1].id, "100:c2#1");
+  EXPECT_DOUBLE_EQ(t.requests[0].ttft_ms(), 100.0);
+  EXPECT_DOUBLE_EQ(t.requests[1].ttft_ms(), 105.0);
+  EXPECT_EQ(t.requests[0].token_tid, std::vector<uint32_t>(4, 201));
+  EXPECT_EQ(t.requests[1].token_tid, std::vector<uint32_t>(4, 202));
+  for (const Request& r : t.requests) {
+    for (double gap : r.gaps_ms()) EXPECT_NEAR(gap, 20.0, 1e-6);
+  }
+  EXPECT_EQ(t.connections, 2u);
+}
+
+TEST(Timeline, OutOfOrderDeliveryAcrossCpusGivesIdenticalResults) {
+  Stream s;
+  s.llama_exchange(0, 1, 50, 30, 3);      // 3 ms gaps: jitter of 2 ms reorders many neighbours
+  s.llama_exchange(10, 2, 40, 40, 2.5);
+  s.recv(20, 3, LD_PC_HTTP_REQUEST).send(21, 3, LD_PC_HTTP_RESPONSE).close(22, 3);
+  s.close(400, 1);
+  s.llama_exchange(401, 1, 420, 10, 4);   // the socket id reused right after its close
+  s.exit_process(600);
+  const Timeline reference = build(s);
+  ASSERT_EQ(reference.requests.size(), 3u);
+  EXPECT_EQ(reference.non_streaming_requests, 1u);
+  for (unsigned seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE(seed);
+    expect_same(reference, build(shuffled_within(s.events(), 2 * kMs, seed)));
+  }
+}
+
+TEST(Timeline, ClientConnectionsAreIgnored) {
+  Stream s;
+  // The target calls an upstream (e.g. a proxy or a tool call): it sends the request line.
+  s.send(0, 9, LD_PC_HTTP_REQUEST, 300);
+  s.recv(50, 9, LD_PC_HTTP_RESPONSE, 200);
+  s.recv(60, 9, LD_PC_SSE_DATA, 80);
+  s.recv(70, 9, LD_PC_OTHER, 80);
+  s.send(71, 9, LD_PC_SSE_DATA, 80);  // even an odd send on it does not count
+  s.llama_exchange(100, 1, 150, 2, 10);
+  const Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 1u);
+  EXPECT_EQ(t.requests[0].id, "100:c1#1");
+  EXPECT_EQ(t.connections, 1u);
+  EXPECT_EQ(t.client_connections, 1u);
+  EXPECT_EQ(t.send_syscalls.at("sendto"), 2u);
+  EXPECT_EQ(t.send_syscalls.count("write"), 0u);
+}
+
+TEST(Timeline, PartialResponseAtTraceStartIsCountedNotMeasured) {
+  Stream s;
+  // The trace began while a response streamed: tokens with no request start.
+  s.send(0, 4, LD_PC_SSE_DATA).send(20, 4, LD_PC_SSE_DATA).send(40, 4, LD_PC_SSE_DATA);
+  s.send(41, 4, LD_PC_SSE_DONE).send(42, 4, LD_PC_CHUNK_END);
+  // The next request on the same keep-alive connection is measured.
+  s.llama_exchange(100, 4, 180, 3, 10);
+  const Timeline t = build(s);
+  EXPECT_EQ(t.partial_requests, 1u);
+  ASSERT_EQ(t.requests.size(), 1u);
+  EXPECT_EQ(t.requests[0].id, "100:c1#1");
+  EXPECT_DOUBLE_EQ(t.requests[0].ttft_ms(), 80.0);
+  EXPECT_EQ(t.requests[0].token_ns.size(), 3u);
+}
+
+TEST(Timeline, BodyTailBeforeTheFirstResponseIsNotARequest) {
+  Stream s;
+  // The trace began mid-upload: the last body read, then the answer.
+  s.recv(0, 4, LD_PC_OTHER, 4000);
+  s.send(10, 4, LD_PC_HTTP_RESPONSE).send(50, 4, LD_PC_SSE_DATA).send(60, 4, LD_PC_SSE_DATA);
+  s.send(61, 4, LD_PC_SSE_DONE);
+  const Timeline t = build(s);
+  EXPECT_TRUE(t.requests.empty());
+  EXPECT_EQ(t.partial_requests, 1u);
+  EXPECT_EQ(t.connections, 1u);
+}
+
+TEST(Timeline, NonStreamingRequestIsCountedNotListed) {
+  Stream s;
+  s.recv(0, 5, LD_PC_HTTP_REQUEST, 80);   // GET /health
+  s.send(1, 5, LD_PC_HTTP_RESPONSE, 120);  // Content-Length response
+  s.recv(10, 5, LD_PC_HTTP_REQUEST, 300);  // keep-alive: next request is a stream
+  s.send(11, 5, LD_PC_HTTP_RESPONSE);
+  s.send(60, 5, LD_PC_SSE_DATA).send(70, 5, LD_PC_SSE_DATA).send(71, 5, LD_PC_SSE_DONE);
+  s.recv(100, 5, LD_PC_HTTP_REQUEST, 80);  // another /health, then the client hangs up
+  s.send(101, 5, LD_PC_HTTP_RESPONSE, 120);
+  s.recv(200, 5, LD_PC_OTHER, 0);
+  const Timeline t = build(s);
+  EXPECT_EQ(t.non_streaming_requests, 2u);
+  ASSERT_EQ(t.requests.size(), 1u);
+  EXPECT_EQ(t.requests[0].id, "100:c1#2");
+  EXPECT_DOUBLE_EQ(t.requests[0].ttft_ms(), 50.0);
+}
+
+TEST(Timeline, EagainReceivesAreIgnored) {
+  Stream s;
+  s.recv(0, 6, LD_PC_OTHER, -11);  // uvicorn polls before data is there
+  s.recv(1, 6, LD_PC_HTTP_REQUEST, 250);
+  s.recv(2, 6, LD_PC_OTHER, -11);
+  s.send(3, 6, LD_PC_HTTP_RESPONSE);
+  s.send(50, 6, LD_PC_SSE_DATA).send(60, 6, LD_PC_SSE_DATA);
+  s.recv(61, 6, LD_PC_OTHER, -11);  // would start a new request if it counted
+  s.send(70, 6, LD_PC_SSE_DATA).send(71, 6, LD_PC_SSE_DONE);
+  s.send(72, 6, LD_PC_SSE_DATA, -32);  // EPIPE: nothing sent
+  const Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 1u);
+  EXPECT_DOUBLE_EQ(t.requests[0].ttft_ms(), 49.0);
+  EXPECT_EQ(t.requests[0].token_ns.size(), 3u);
+  EXPECT_EQ(t.requests[0].input_bytes, 250u);
+  EXPECT_EQ(t.non_streaming_requests, 0u);
+}
+
+TEST(Timeline, SocketIdReusedAfterCloseIsANewConnection) {
+  Stream s;
+  s.recv(0, 8, LD_PC_HTTP_REQUEST).send(1, 8, LD_PC_HTTP_RESPONSE);
+  s.send(30, 8, LD_PC_SSE_DATA).send(40, 8, LD_PC_SSE_DATA);  // no [DONE]: ends with the close
+  s.close(50, 8);
+  s.recv(60, 8, LD_PC_HTTP_REQUEST).send(61, 8, LD_PC_HTTP_RESPONSE);
+  s.send(100, 8, LD_PC_SSE_DATA);
+  const Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 2u);
+  EXPECT_EQ(t.requests[0].id, "100:c1#1");
+  EXPECT_EQ(t.requests[1].id, "100:c2#1");
+  EXPECT_TRUE(t.requests[0].complete);   // the server closed after its last byte
+  EXPECT_FALSE(t.requests[1].complete);  // the trace ended mid-stream
+  EXPECT_EQ(t.requests[0].token_ns.size(), 2u);
+  EXPECT_EQ(t.requests[1].token_ns.size(), 1u);
+  EXPECT_DOUBLE_EQ(t.requests[1].ttft_ms(), 40.0);
+  EXPECT_EQ(t.connections, 2u);
+}
+
+TEST(Timeline, ProcessExitEndsItsConnectionsIncomplete) {
+  Stream s;
+  s.recv(0, 1, LD_PC_HTTP_REQUEST).send(1, 1, LD_PC_HTTP_RESPONSE);
+  s.send(10, 1, LD_PC_SSE_DATA).send(20, 1, LD_PC_SSE_DATA);
+  s.recv(5, 2, LD_PC_HTTP_REQUEST);  // no answer yet
+  s.pid(200).recv(0, 1, LD_PC_HTTP_REQUEST).send(30, 1, LD_PC_SSE_DATA);  // another process
+  s.pid(kPid).exit_process(25);
+  s.send(40, 1, LD_PC_SSE_DATA);  // a late record after the exit cannot belong to it
+  const Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 2u);
+  EXPECT_EQ(t.requests[0].id, "100:c1#1");
+  EXPECT_FALSE(t.requests[0].complete);
+  EXPECT_EQ(t.requests[0].token_ns.size(), 2u);
+  EXPECT_EQ(t.requests[1].id, "200:c1#1");
+  EXPECT_EQ(t.requests[1].tgid, 200u);
+  EXPECT_EQ(t.non_streaming_requests, 1u);  // the unanswered one ended with the process
+  EXPECT_EQ(t.in_flight_requests, 0u);
+}
+
+TEST(Timeline, ThreadExitDoesNotEndConnections) {
+  Stream s;
+  s.recv(0, 1, LD_PC_HTTP_REQUEST).send(10, 1, LD_PC_SSE_DATA);
+  SocketTimelineBuilder builder;
+  for (const Event& ev : s.events()) std::visit([&](const auto& e) { builder.add(e); }, ev);
+  ld_task_exit thread_exit{};
+  thread_exit.hdr = header(LD_EV_TASK_EXIT, sizeof thread_exit, 15 * kMs, kPid, 105);
+  thread_exit.is_process = 0;
+  builder.add(thread_exit);
+  ld_sock_io more{};
+  more.hdr = header(LD_EV_SOCK_IO, sizeof more, 20 * kMs, kPid, 101);
+  more.sock_id = 1;
+  more.ret = 40;
+  more.dir = LD_DIR_SEND;
+  more.cls = LD_PC_SSE_DATA;
+  builder.add(more);
+  const Timeline t = builder.finish();
+  ASSERT_EQ(t.requests.size(), 1u);
+  EXPECT_EQ(t.requests[0].token_ns.size(), 2u);
+}
+
+TEST(Timeline, RequestInFlightAtTraceEnd) {
+  Stream s;
+  s.recv(0, 1, LD_PC_HTTP_REQUEST);
+  const Timeline t = build(s);
+  EXPECT_TRUE(t.requests.empty());
+  EXPECT_EQ(t.in_flight_requests, 1u);
+  EXPECT_EQ(t.non_streaming_requests, 0u);
+}
+
+TEST(Timeline, UnclassifiedRequestAfterAResponseStartsANewRequest) {
+  Stream s;
+  s.llama_exchange(0, 1, 20, 2, 10);
+  s.recv(100, 1, LD_PC_OTHER, 500);  // e.g. a method the kernel does not know
+  s.send(101, 1, LD_PC_HTTP_RESPONSE).send(150, 1, LD_PC_SSE_DATA).send(151, 1, LD_PC_SSE_DONE);
+  const Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 2u);
+  EXPECT_EQ(t.requests[1].id, "100:c1#2");
+  EXPECT_DOUBLE_EQ(t.requests[1].ttft_ms(), 50.0);
+  EXPECT_EQ(t.requests[1].input_bytes, 500u);
+}
+
+TEST(Timeline, PipelinedRequestsAreAnsweredInOrder) {
+  Stream s;
+  s.recv(0, 1, LD_PC_HTTP_REQUEST).recv(1, 1, LD_PC_HTTP_REQUEST);
+  s.send(10, 1, LD_PC_HTTP_RESPONSE).send(20, 1, LD_PC_SSE_DATA).send(21, 1, LD_PC_SSE_DONE);
+  s.send(30, 1, LD_PC_HTTP_RESPONSE).send(40, 1, LD_PC_SSE_DATA).send(41, 1, LD_PC_SSE_DONE);
+  const Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 2u);
+  EXPECT_DOUBLE_EQ(t.requests[0].ttft_ms(), 20.0);
+  EXPECT_DOUBLE_EQ(t.requests[1].ttft_ms(), 39.0);
+}
+
+TEST(Timeline, PeerEofMidStreamLeavesTheResponseIncomplete) {
+  Stream s;
+  s.recv(0, 1, LD_PC_HTTP_REQUEST).send(10, 1, LD_PC_SSE_DATA).send(20, 1, LD_PC_SSE_DATA);
+  s.recv(25, 1, LD_PC_OTHER, 0);  // the client went away
+  s.send(30, 1, LD_PC_SSE_DATA, -32);
+  s.close(31, 1);
+  const Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 1u);
+  EXPECT_FALSE(t.requests[0].complete);
+  EXPECT_EQ(t.requests[0].token_ns.size(), 2u);
+  EXPECT_EQ(t.connections, 1u);
+}
+
+TEST(Timeline, SyscallNames) {
+  EXPECT_EQ(ld::analysis::io_syscall_name(LD_SC_WRITE), "write");
+  EXPECT_EQ(ld::analysis::io_syscall_name(LD_SC_SENDMSG), "sendmsg");
+  EXPECT_EQ(ld::analysis::io_syscall_name(200), "syscall#200");
+}
+
+TEST(Timeline, EmptyInput) {
+  SocketTimelineBuilder builder;
+  const Timeline t = builder.finish();
+  EXPECT_TRUE(t.requests.empty());
+  EXPECT_EQ(t.connections, 0u);
+}
+
+}  // namespace
