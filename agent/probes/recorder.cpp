@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <stdexcept>
@@ -164,6 +165,15 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     throw;
   }
   ProbeSession& session = *session_owner;
+  if (options.children) {
+    // Children forked between the scan above and the fork hook's attachment: scan again.
+    for (int pid : options.pids)
+      for (int child : host::descendants(pid))
+        if (std::find(tgids.begin(), tgids.end(), static_cast<uint32_t>(child)) == tgids.end()) {
+          tgids.push_back(static_cast<uint32_t>(child));
+          session.add_target(static_cast<uint32_t>(child));
+        }
+  }
   if (!options.quiet) {
     auto first = host::read_process(options.pids.front());
     fmt::print(stderr, "latency-doctor: attached to pid {}{} ({} process(es)); tracing {}\n",

@@ -52,6 +52,17 @@ int loaded_ld_programs() {
   return count;
 }
 
+// Programs are freed after an RCU grace period once their last fd closes, so the count can lag
+// the agent's exit by a moment.
+int loaded_ld_programs_settled(int expected) {
+  int count = loaded_ld_programs();
+  for (int i = 0; i < 100 && count != expected; ++i) {
+    std::this_thread::sleep_for(100ms);
+    count = loaded_ld_programs();
+  }
+  return count;
+}
+
 struct Server {
   std::unique_ptr<Child> proc;
   int port = 0;
@@ -236,7 +247,7 @@ TEST(RootAttach, SigintStillPrintsTheReportAndLeavesNothingLoaded) {
   ASSERT_FALSE(report.is_discarded()) << agent->out();
   EXPECT_EQ(report["schema"], "latency-doctor/report/v1");
   EXPECT_EQ(report["summary"]["requests"], 2);
-  EXPECT_EQ(loaded_ld_programs(), before);
+  EXPECT_EQ(loaded_ld_programs_settled(before), before);
 }
 
 TEST(RootAttach, Sigkill_LeavesNothingLoaded) {
@@ -247,9 +258,7 @@ TEST(RootAttach, Sigkill_LeavesNothingLoaded) {
   EXPECT_GT(loaded_ld_programs(), before);
   agent->signal(SIGKILL);
   agent->wait(10s);
-  // The kernel frees programs once their last fd closes; give it a moment.
-  for (int i = 0; i < 50 && loaded_ld_programs() != before; ++i) std::this_thread::sleep_for(100ms);
-  EXPECT_EQ(loaded_ld_programs(), before);
+  EXPECT_EQ(loaded_ld_programs_settled(before), before);
 }
 
 TEST(RootAttach, TargetExitEndsTheTraceWithAReport) {
