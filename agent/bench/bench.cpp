@@ -1,5 +1,7 @@
 #include "bench/bench.hpp"
 
+#include "analysis/stats.hpp"
+
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <fcntl.h>
@@ -139,27 +141,6 @@ std::optional<long> usage_prompt_tokens(std::string_view data) {
 
 // ------------------------------------------------------------------------------------ stats
 
-double percentile_linear(std::vector<double> values, double p) {
-  if (values.empty()) return kNaN;
-  std::sort(values.begin(), values.end());
-  p = std::clamp(p, 0.0, 100.0);
-  const double rank = p / 100.0 * static_cast<double>(values.size() - 1);
-  const auto lo = static_cast<size_t>(std::floor(rank));
-  const size_t hi = std::min(lo + 1, values.size() - 1);
-  const double frac = rank - static_cast<double>(lo);
-  return values[lo] + (values[hi] - values[lo]) * frac;
-}
-
-double stddev_population(const std::vector<double>& values) {
-  if (values.empty()) return kNaN;
-  double mean = 0;
-  for (double v : values) mean += v;
-  mean /= static_cast<double>(values.size());
-  double sq = 0;
-  for (double v : values) sq += (v - mean) * (v - mean);
-  return std::sqrt(sq / static_cast<double>(values.size()));
-}
-
 void summarize(BenchResult& r) {
   std::vector<double> ttft_ms, gaps_ms;
   r.tokens = 0;
@@ -175,11 +156,11 @@ void summarize(BenchResult& r) {
     for (size_t i = 1; i < q.token_mono_ns.size(); ++i)
       gaps_ms.push_back(static_cast<double>(q.token_mono_ns[i] - q.token_mono_ns[i - 1]) / 1e6);
   }
-  r.ttft_p50_ms = percentile_linear(ttft_ms, 50);
-  r.ttft_p90_ms = percentile_linear(ttft_ms, 90);
-  r.ttft_p99_ms = percentile_linear(ttft_ms, 99);
-  r.tpot_median_ms = percentile_linear(gaps_ms, 50);
-  r.tpot_stddev_ms = stddev_population(gaps_ms);
+  r.ttft_p50_ms = analysis::percentile(ttft_ms, 50);
+  r.ttft_p90_ms = analysis::percentile(ttft_ms, 90);
+  r.ttft_p99_ms = analysis::percentile(ttft_ms, 99);
+  r.tpot_median_ms = analysis::percentile(gaps_ms, 50);
+  r.tpot_stddev_ms = analysis::stddev(gaps_ms);
 }
 
 // ------------------------------------------------------------------------------------ URL check

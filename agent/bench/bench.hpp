@@ -92,10 +92,8 @@ bool is_token_event(std::string_view data);
 // usage.prompt_tokens of a usage event, if this data payload is one.
 std::optional<long> usage_prompt_tokens(std::string_view data);
 
-// Linear interpolation between closest ranks (numpy's default "linear"); NaN when empty.
-double percentile_linear(std::vector<double> values, double p);
-double stddev_population(const std::vector<double>& values);  // NaN when empty
-
+// Statistics come from analysis/stats.hpp, the same functions the server-side report uses,
+// so client and server numbers are computed alike.
 // Fills the computed fields of `result` from result.requests.
 void summarize(BenchResult& result);
 

@@ -196,6 +196,31 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+TEST(RootAttach, TokenLogReplacesSocketSends) {
+  REQUIRE_BPF();
+  Server server({"--prefill-base-ms", "50", "--token-ms", "10", "--tokens", "7"});
+  ASSERT_GT(server.port, 0);
+  std::string log = "/tmp/ld-tokens-" + std::to_string(getpid()) + ".jsonl";
+  ld::bench::BenchResult bench;
+  json report = run_and_report(server.proc->pid(), "60s", [&] {
+    ld::bench::BenchOptions options;
+    options.url = server.url();
+    options.requests = 4;
+    options.concurrency = 2;
+    options.max_tokens = 7;
+    options.tokens_out = log;
+    bench = ld::bench::run_bench(options);
+  }, {"--tokens", "jsonl:" + log});
+  ASSERT_FALSE(report.is_discarded());
+  EXPECT_EQ(report["token_source"], "jsonl:" + log);
+  EXPECT_EQ(report["summary"]["requests"], 4);
+  EXPECT_EQ(report["summary"]["tokens"], 28);
+  // The client's own times, so the report equals the bench's numbers.
+  EXPECT_NEAR(report["summary"]["ttft_ms"]["p50"].get<double>(), bench.ttft_p50_ms, 0.01);
+  EXPECT_NEAR(report["summary"]["tpot_ms"]["p50"].get<double>(), bench.tpot_median_ms, 0.01);
+  unlink(log.c_str());
+}
+
 TEST(RootAttach, SeveralPidsAreOneReport) {
   REQUIRE_BPF();
   Server a({"--token-ms", "5", "--tokens", "4"});

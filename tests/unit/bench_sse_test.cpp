@@ -152,24 +152,6 @@ TEST(TokenEvents, UsageOnlyEventIsNotAToken) {
 
 // ------------------------------------------------------------------------------------ stats
 
-TEST(BenchStats, PercentileLinearMatchesNumpy) {
-  std::vector<double> v = {4, 1, 3, 2};  // unsorted on purpose
-  EXPECT_DOUBLE_EQ(percentile_linear(v, 50), 2.5);
-  EXPECT_DOUBLE_EQ(percentile_linear(v, 90), 3.7);
-  EXPECT_DOUBLE_EQ(percentile_linear(v, 99), 3.97);
-  EXPECT_DOUBLE_EQ(percentile_linear(v, 0), 1);
-  EXPECT_DOUBLE_EQ(percentile_linear(v, 100), 4);
-  EXPECT_DOUBLE_EQ(percentile_linear({7}, 99), 7);
-  EXPECT_DOUBLE_EQ(percentile_linear({10, 20, 30, 40, 50}, 90), 46);
-  EXPECT_TRUE(std::isnan(percentile_linear({}, 50)));
-}
-
-TEST(BenchStats, PopulationStddev) {
-  EXPECT_DOUBLE_EQ(stddev_population({2, 4, 4, 4, 5, 5, 7, 9}), 2.0);
-  EXPECT_DOUBLE_EQ(stddev_population({3}), 0.0);
-  EXPECT_TRUE(std::isnan(stddev_population({})));
-}
-
 TEST(BenchStats, SummarizePoolsGapsAndSkipsFailures) {
   const uint64_t ms = 1000000;
   BenchResult r;
