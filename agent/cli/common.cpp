@@ -15,53 +15,6 @@
 
 namespace ld::cli {
 
-std::optional<uint64_t> parse_duration_ms(const std::string& text) {
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) digits++;
-  if (digits == 0 || digits > 12) return std::nullopt;
-  uint64_t value = std::stoull(text.substr(0, digits));
-  std::string unit = text.substr(digits);
-  uint64_t scale = 0;
-  if (unit == "ms") scale = 1;
-  else if (unit == "s" || unit.empty()) scale = 1000;  // a bare number is seconds
-  else if (unit == "m") scale = 60 * 1000;
-  else if (unit == "h") scale = 3600 * 1000;
-  if (scale == 0 || value == 0) return std::nullopt;
-  return value * scale;
-}
-
-std::optional<uint64_t> parse_size(const std::string& text) {
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) digits++;
-  if (digits == 0 || digits > 12) return std::nullopt;
-  uint64_t value = std::stoull(text.substr(0, digits));
-  std::string unit = text.substr(digits);
-  if (unit.empty()) return value;
-  if (unit == "K" || unit == "k" || unit == "KiB") return value << 10;
-  if (unit == "M" || unit == "m" || unit == "MiB") return value << 20;
-  if (unit == "G" || unit == "g" || unit == "GiB") return value << 30;
-  return std::nullopt;
-}
-
-std::optional<std::string> parse_token_source(const std::string& text) {
-  if (text == "sse") return text;
-  if (text.rfind("jsonl:", 0) == 0 && text.size() > 6) return text;
-  return std::nullopt;
-}
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (!item.empty()) out.push_back(item);
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return out;
-}
-
 std::unique_ptr<Output> Output::open(const std::string& path) {
   if (path.empty() || path == "-") return std::unique_ptr<Output>(new Output(STDOUT_FILENO, "stdout"));
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);

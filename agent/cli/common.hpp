@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "report/report.hpp"
+#include "util/parse.hpp"
 
 namespace CLI { class App; }
 
@@ -19,13 +20,10 @@ inline constexpr int kExitUsage = 1;
 inline constexpr int kExitRuntime = 2;
 inline constexpr int kExitAuditFinding = 3;
 
-// "500ms", "30s", "5m", "1h" -> milliseconds; nullopt when malformed or zero.
-std::optional<uint64_t> parse_duration_ms(const std::string& text);
-// "16M", "512K", "1048576" -> bytes; nullopt when malformed.
-std::optional<uint64_t> parse_size(const std::string& text);
-// "sse" or "jsonl:FILE"; nullopt when malformed.
-std::optional<std::string> parse_token_source(const std::string& text);
-std::vector<std::string> split_list(const std::string& text);
+using util::parse_duration_ms;
+using util::parse_size;
+using util::parse_token_source;
+using util::split_list;
 
 // An output destination opened up front (so a bad -o fails before a 30 s recording):
 // "" or "-" is stdout; files are created 0600.
