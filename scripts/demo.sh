@@ -19,15 +19,18 @@ port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$workdir/server
 echo "demo: sample server pid $server_pid on port $port"
 
 ./build/latency-doctor attach --pid "$server_pid" --duration 60s --record "$workdir/demo.ldtrace" \
-  >"$workdir/report.txt" &
+  >"$workdir/report.txt" 2>"$workdir/agent.err" &
 agent_pid=$!
-sleep 1.5   # the probes attach in well under a second
+# Start the load once the probes are in the kernel (the agent says so on stderr).
+for _ in $(seq 200); do grep -q "attached to pid" "$workdir/agent.err" && break; sleep 0.05; done
+cat "$workdir/agent.err"
 
 echo "demo: bench drives 10 requests, 2 at a time"
 ./build/latency-doctor bench --url "http://127.0.0.1:$port/v1/completions" --requests 10 \
   --concurrency 2 --max-tokens 30 --quiet
 kill -INT "$agent_pid"   # Ctrl-C: the agent still writes its report
 wait "$agent_pid"
+grep -v "attached to pid" "$workdir/agent.err" || true
 echo
 echo "=============== latency-doctor attach --pid $server_pid ==============="
 cat "$workdir/report.txt"

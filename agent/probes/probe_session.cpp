@@ -78,6 +78,7 @@ struct ProbeSession::Impl {
   std::unique_ptr<sock_bpf, SockSkelDeleter> sock;
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring;
   uint64_t malformed_records = 0;
+  bool delivering = true;
 
   static int handle(void* ctx, void* data, size_t size) {
     auto* self = static_cast<Impl*>(ctx);
@@ -86,7 +87,7 @@ struct ProbeSession::Impl {
       self->malformed_records++;
       return 0;
     }
-    self->on_record(*hdr, hdr->size);
+    if (self->delivering) self->on_record(*hdr, hdr->size);
     return 0;
   }
 
@@ -141,6 +142,8 @@ int ProbeSession::poll(int timeout_ms) {
   int more = ring_buffer__consume(impl_->ring.get());
   return std::max(n, 0) + std::max(more, 0);
 }
+
+void ProbeSession::stop_delivery() { impl_->delivering = false; }
 
 void ProbeSession::add_target(uint32_t tgid) {
   uint8_t one = 1;

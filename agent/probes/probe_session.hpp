@@ -51,6 +51,8 @@ class ProbeSession {
   // Records held back by the batched wake-up are drained too.
   int poll(int timeout_ms);
   void add_target(uint32_t tgid);
+  // Drops every record from now on: the sinks may be gone while the probes detach.
+  void stop_delivery();
   std::vector<report::ProbeStatus> status() const;
 
   static std::vector<std::string> known_probes();

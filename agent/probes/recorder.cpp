@@ -156,9 +156,9 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
                                                              : nlohmann::json(options.probes);
   if (!options.trace_path.empty())
     writer = std::make_unique<trace::TraceWriter>(options.trace_path, result.header);
-  std::unique_ptr<ProbeSession> session_owner;
+  std::shared_ptr<ProbeSession> session_owner;
   try {
-    session_owner = std::make_unique<ProbeSession>(probe_options, sink);
+    session_owner = std::make_shared<ProbeSession>(probe_options, sink);
   } catch (...) {
     // A trace with a header and nothing else would only confuse: remove it.
     if (writer) { writer.reset(); unlink(options.trace_path.c_str()); }
@@ -204,6 +204,8 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   }
   // Take what the kernel still holds before reading the counters: nothing is left behind.
   while (session.poll(0) > 0) {}
+  // Nothing more reaches the sinks after this point (they may go out of scope first).
+  session.stop_delivery();
   const uint64_t end = host::monotonic_now_ns();
   result.trailer = {{"end_mono_ns", end}, {"stop_reason", result.stop_reason},
                     {"probes", probes_json(session.status())}};
@@ -214,6 +216,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     result.warnings.push_back(fmt::format("the trace file is incomplete: {}", write_error));
   if (result.stop_reason == "target-exit")
     result.warnings.push_back("the target exited; the report covers what was recorded until then");
+  result.session = std::move(session_owner);
   return result;
 }
 

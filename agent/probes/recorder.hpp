@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,12 @@ struct RecordOptions {
   bool verbose = false;
 };
 
+class ProbeSession;
+
 struct RecordResult {
+  // Still attached but drained and counted. Detaching tracepoints waits for RCU grace periods
+  // (~1 s for the sock probe), so the caller writes its report first and then lets this go.
+  std::shared_ptr<ProbeSession> session;
   nlohmann::json header;
   nlohmann::json trailer;
   std::string stop_reason;  // duration | signal | target-exit
