@@ -34,12 +34,39 @@ enum ld_event_type {
 	LD_EV_SOCK_IO = 1,   /* struct ld_sock_io: one send or receive on a socket */
 	LD_EV_SOCK_CLOSE = 2,/* struct ld_sock_close: close() of a socket fd */
 	LD_EV_TASK_EXIT = 3, /* struct ld_task_exit: a target thread or process exited */
+	/* evidence probes */
+	LD_EV_OFFCPU = 10,      /* struct ld_offcpu: a target thread was off CPU (blocked or preempted) */
+	LD_EV_SCHED_AGG = 11,   /* struct ld_sched_agg: short off-CPU slices summed per thread */
+	LD_EV_MIGRATE = 12,     /* struct ld_migrate: a target thread moved CPU */
+	LD_EV_CPU_SAMPLE = 13,  /* struct ld_cpu_sample: perf cpu-clock sample of a target thread */
+	LD_EV_KSTACK = 14,      /* struct ld_kstack: symbolised kernel stack (written by user space) */
+	LD_EV_SYSCALL = 15,     /* struct ld_syscall: a timed syscall (memory, disk, futex) */
+	LD_EV_FAULTS = 16,      /* struct ld_faults: user page faults of one thread, batched */
+	LD_EV_BLOCK_RQ = 17,    /* struct ld_block_rq: one block request, issue to completion */
+	LD_EV_RECLAIM = 18,     /* struct ld_reclaim: direct reclaim / compaction stall */
+	LD_EV_GIL_ADDR = 19,    /* struct ld_gil_addr: futex word(s) that are a process's GIL */
+	LD_EV_TCP_STATE = 20,   /* struct ld_tcp_state: TCP state change on a target port */
+	LD_EV_TCP_RETRANS = 21, /* struct ld_tcp_retrans: a retransmitted segment */
+	LD_EV_NET_SAMPLE = 22,  /* struct ld_net_sample: /proc/net counters (user space) */
+	LD_EV_CGROUP_SAMPLE = 23, /* struct ld_cgroup_sample: cpu.stat / memory of the target's cgroup */
+	LD_EV_CPU_FREQ = 24,    /* struct ld_cpu_freq: a CPU's frequency changed (or was sampled) */
 	LD_EV_TYPE_MAX
 };
 
-/* Probe ids index the per-probe counters (submitted/dropped) in the kernel. */
+/* Probe ids index the per-probe counters (submitted/dropped) in the kernel.
+ * User-space sampled probes count in user space but keep an id too. */
 enum ld_probe_id {
 	LD_PROBE_SOCK = 0,
+	LD_PROBE_SCHED = 1,
+	LD_PROBE_PERF = 2,
+	LD_PROBE_MEMORY = 3,
+	LD_PROBE_DISK = 4,
+	LD_PROBE_GIL = 5,
+	LD_PROBE_FUTEX = 6,
+	LD_PROBE_TCP = 7,
+	LD_PROBE_CGROUP = 8,
+	LD_PROBE_RECLAIM = 9,
+	LD_PROBE_CPUFREQ = 10,
 	LD_PROBE_MAX = 16
 };
 
@@ -112,6 +139,185 @@ struct ld_task_exit {
 	struct ld_hdr hdr;
 	ld_u32 exit_code;
 	ld_u32 is_process;   /* 1 when the whole thread group ends (tid == tgid) */
+};
+
+/* ---------------------------------------------------------------- evidence */
+
+#define LD_COMM_LEN 16
+
+enum ld_offcpu_kind {
+	LD_OFF_BLOCKED = 0,   /* went to sleep (prev_state != running), later woken */
+	LD_OFF_PREEMPTED = 1, /* still runnable when switched out: waited for a CPU */
+};
+
+/* One off-CPU interval of a target thread, emitted at switch-in when it lasted
+ * at least the probe's threshold.  hdr.tid/tgid = the target thread,
+ * hdr.ts_ns = on_ns.  Runnable (run-queue) time = on_ns - max(wake_ns, off_ns);
+ * blocked time = wake_ns - off_ns (0 for LD_OFF_PREEMPTED). */
+struct ld_offcpu {
+	struct ld_hdr hdr;
+	ld_u64 off_ns;        /* switched out */
+	ld_u64 wake_ns;       /* woken (sched_wakeup); 0 when preempted */
+	ld_u64 on_ns;         /* switched back in */
+	ld_u32 kind;          /* enum ld_offcpu_kind */
+	ld_u32 prev_state;    /* task state at switch-out (TASK_INTERRUPTIBLE, ...) */
+	ld_s64 kstack_id;     /* kernel stack at switch-out (stack map id), < 0 = none */
+	ld_u32 waker_tid;     /* who woke it (blocked) / who took the CPU (preempted) */
+	ld_u32 waker_tgid;
+	ld_u32 holder_tid;    /* the task that ran on the CPU just before switch-in */
+	ld_u32 holder_tgid;
+	ld_u32 off_cpu;
+	ld_u32 on_cpu;
+	ld_u32 syscall_nr;    /* syscall it blocked in (raw nr), ~0 = none/unknown */
+	ld_u32 _pad;
+	char waker_comm[LD_COMM_LEN];
+	char holder_comm[LD_COMM_LEN];
+};
+
+/* Off-CPU slices below the threshold, summed per thread, flushed periodically
+ * (so that short waits are not lost, just not itemised). */
+struct ld_sched_agg {
+	struct ld_hdr hdr;      /* hdr.ts_ns = end of the aggregation period */
+	ld_u64 period_start_ns;
+	ld_u64 blocked_ns;
+	ld_u64 runnable_ns;
+	ld_u32 blocked_count;
+	ld_u32 runnable_count;
+};
+
+struct ld_migrate {
+	struct ld_hdr hdr;
+	ld_u32 orig_cpu;
+	ld_u32 dest_cpu;
+};
+
+struct ld_cpu_sample {
+	struct ld_hdr hdr;
+	ld_s64 kstack_id;    /* < 0 when in user mode or no stack */
+	ld_u32 user_mode;    /* 1 = the sample hit user code */
+	ld_u32 _pad;
+};
+
+/* A kernel stack, symbolised at record time (kallsyms may differ elsewhere).
+ * Variable length: `depth` frames of LD_SYM_LEN bytes each follow. */
+#define LD_SYM_LEN 48
+#define LD_KSTACK_MAX_DEPTH 32
+struct ld_kstack {
+	struct ld_hdr hdr;
+	ld_s64 stack_id;
+	ld_u32 depth;
+	ld_u32 _pad;
+	/* char frames[depth][LD_SYM_LEN]: "function+0x1a" */
+};
+
+enum ld_syscall_kind {
+	LD_SYS_MMAP = 1, LD_SYS_MUNMAP, LD_SYS_BRK, LD_SYS_MREMAP, LD_SYS_MADVISE,
+	LD_SYS_FSYNC = 16, LD_SYS_FDATASYNC, LD_SYS_SYNC_FILE_RANGE, LD_SYS_MSYNC, LD_SYS_SYNC,
+	LD_SYS_SYNCFS,
+	LD_SYS_FUTEX_WAIT = 32, LD_SYS_FUTEX_WAKE, LD_SYS_FUTEX_LOCK_PI,
+	LD_SYS_NANOSLEEP = 48, LD_SYS_EPOLL_WAIT, LD_SYS_POLL,
+};
+
+/* A timed syscall of a target thread.  hdr.ts_ns = exit. */
+struct ld_syscall {
+	struct ld_hdr hdr;
+	ld_u64 start_ns;
+	ld_u64 dur_ns;
+	ld_s64 ret;
+	ld_u64 arg0;        /* mmap/munmap/madvise: length; fsync: fd; futex: uaddr */
+	ld_u64 arg1;        /* madvise: advice; futex: op; sync_file_range: nbytes */
+	ld_u32 kind;        /* enum ld_syscall_kind */
+	ld_u32 _pad;
+};
+
+/* User page faults of one thread, batched in the kernel: emitted when `count`
+ * reaches the batch size or the batch spans the probe's time limit. */
+struct ld_faults {
+	struct ld_hdr hdr;  /* hdr.ts_ns = last fault */
+	ld_u64 first_ns;
+	ld_u32 count;
+	ld_u32 _pad;
+};
+
+struct ld_block_rq {
+	struct ld_hdr hdr;  /* hdr.ts_ns = completion; tgid/tid = issuer when known */
+	ld_u64 issue_ns;
+	ld_u64 sector;
+	ld_u32 dev;
+	ld_u32 bytes;
+	ld_u32 rwbs;        /* 1 = write, 2 = sync, 4 = flush/FUA */
+	ld_u32 _pad;
+};
+
+enum ld_reclaim_kind { LD_RECLAIM_DIRECT = 0, LD_RECLAIM_COMPACT = 1, LD_RECLAIM_MEMCG = 2 };
+struct ld_reclaim {
+	struct ld_hdr hdr;  /* hdr.ts_ns = end */
+	ld_u64 start_ns;
+	ld_u64 nr_reclaimed;
+	ld_u32 kind;
+	ld_u32 _pad;
+};
+
+enum ld_gil_method { LD_GIL_TAKE_GIL = 1, LD_GIL_RESTORE_THREAD = 2, LD_GIL_RUNTIME = 3 };
+/* The futex words of a process's GIL: futex waits of that tgid on an address
+ * in [uaddr_lo, uaddr_hi) are GIL waits. */
+struct ld_gil_addr {
+	struct ld_hdr hdr;
+	ld_u64 uaddr_lo;
+	ld_u64 uaddr_hi;
+	ld_u32 method;      /* enum ld_gil_method */
+	ld_u32 _pad;
+};
+
+struct ld_tcp_state {
+	struct ld_hdr hdr;  /* tgid/tid = current task, often not the target (softirq) */
+	ld_u64 sock_id;
+	ld_u16 lport;
+	ld_u16 rport;
+	ld_u16 oldstate;
+	ld_u16 newstate;
+};
+
+struct ld_tcp_retrans {
+	struct ld_hdr hdr;
+	ld_u64 sock_id;
+	ld_u16 lport;
+	ld_u16 rport;
+	ld_u32 state;
+};
+
+/* Sampled from /proc/net/{netstat,sockstat,snmp} by user space. Cumulative. */
+struct ld_net_sample {
+	struct ld_hdr hdr;
+	ld_u64 listen_overflows;
+	ld_u64 listen_drops;
+	ld_u64 tcp_timewait;     /* sockets in TIME_WAIT now (sockstat "tw") */
+	ld_u64 retrans_segs;
+	ld_u64 active_opens;
+	ld_u64 passive_opens;
+};
+
+/* Sampled from the target's cgroup (v1 cpu,cpuacct / memory or v2). Cumulative
+ * except the *_now fields; ~0 = unknown. */
+struct ld_cgroup_sample {
+	struct ld_hdr hdr;       /* tgid = the target whose cgroup this is */
+	ld_u64 nr_periods;
+	ld_u64 nr_throttled;
+	ld_u64 throttled_ns;
+	ld_u64 quota_us;         /* ~0 = no limit */
+	ld_u64 period_us;
+	ld_u64 mem_usage_now;
+	ld_u64 mem_limit;
+	ld_u64 mem_events_high;  /* v2 memory.events high / v1 failcnt */
+	ld_u64 mem_events_oom;
+};
+
+struct ld_cpu_freq {
+	struct ld_hdr hdr;
+	ld_u32 cpu_id;
+	ld_u32 khz;
+	ld_u32 max_khz;          /* 0 = unknown */
+	ld_u32 sampled;          /* 1 = read from sysfs, 0 = power:cpu_frequency */
 };
 
 /* Per-probe counters, one slot per enum ld_probe_id in a PERCPU_ARRAY map.

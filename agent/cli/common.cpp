@@ -55,6 +55,7 @@ void print_warnings(const std::vector<std::string>& warnings) {
 
 #include <CLI/CLI.hpp>
 
+#include "probes/probe.hpp"
 #include "probes/probe_session.hpp"
 #include "probes/recorder.hpp"
 
@@ -69,8 +70,10 @@ void add_record_flags(CLI::App* sub, RecordFlags& flags, const std::string& defa
   sub->add_option("-d,--duration", flags.duration,
                   "How long to trace: 500ms, 30s, 5m (Ctrl-C or the target's exit stops earlier)")
       ->capture_default_str();
-  sub->add_option("--probes", flags.probes, "Probes to attach: all, or a comma list of: sock")
-      ->capture_default_str();
+  std::string probe_help = "Probes to attach: all, or a comma list of:";
+  for (const auto& info : probes::probe_registry())
+    probe_help += fmt::format("\n  {:<8} {}{}", info.name, info.summary, info.in_all ? "" : " (opt-in: not in all)");
+  sub->add_option("--probes", flags.probes, probe_help)->capture_default_str();
   sub->add_option("--ringbuf-size", flags.ringbuf,
                   "Kernel ring buffer size (power of two: 4M, 16M, 64M); raise it when the "
                   "report shows lost events")

@@ -1,7 +1,6 @@
 #include "probes/probe_session.hpp"
 
 #include <sys/mount.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -9,81 +8,80 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdarg>
 #include <cstring>
-#include <mutex>
 
 #include <fmt/format.h>
 
 #include "events.h"
-#include "sock.skel.h"
+#include "host/host_facts.hpp"
+#include "probes/libbpf_util.hpp"
+#include "probes/probe.hpp"
 
 namespace ld::probes {
 namespace {
 
-// libbpf's log: kept quiet unless --verbose, but the last lines are remembered so that a
-// failure can be explained in one line.
-bool g_libbpf_verbose = false;
-std::string g_libbpf_last_error;
-std::mutex g_libbpf_log_mutex;
-
-int libbpf_log(enum libbpf_print_level level, const char* format, va_list args) {
-  char line[1024];
-  vsnprintf(line, sizeof(line), format, args);
-  if (g_libbpf_verbose) fputs(line, stderr);
-  if (level == LIBBPF_WARN) {
-    std::lock_guard lock(g_libbpf_log_mutex);
-    g_libbpf_last_error = line;
-    while (!g_libbpf_last_error.empty() && g_libbpf_last_error.back() == '\n')
-      g_libbpf_last_error.pop_back();
-  }
-  return 0;
-}
-
-struct SockSkelDeleter {
-  void operator()(sock_bpf* skel) const { sock_bpf__destroy(skel); }
-};
 struct RingBufferDeleter {
   void operator()(ring_buffer* rb) const { ring_buffer__free(rb); }
 };
 
-uint64_t random_u64() {
-  uint64_t value = 0;
-  if (getrandom(&value, sizeof(value), 0) != sizeof(value)) value = 0x5bd1e9955bd1e995ULL;
-  return value;
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { if (fd_ >= 0) close(fd_); }
+  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Fd& operator=(Fd&& o) noexcept { std::swap(fd_, o.fd_); return *this; }
+  int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+Fd create_map(bpf_map_type type, const char* name, uint32_t key, uint32_t value, uint32_t max) {
+  int fd = bpf_map_create(type, name, key, value, max, nullptr);
+  if (fd < 0) throw_libbpf_error("shared maps", "creating", fd);
+  return Fd(fd);
 }
 
-ProbeError load_error(const char* step, int err) {
-  err = err < 0 ? -err : err;
-  if (err == EPERM || err == EACCES)
-    return ProbeError(ProbeError::Kind::Permission,
-                      fmt::format("permission denied {} BPF programs: run as root or grant "
-                                  "CAP_BPF, CAP_PERFMON (and CAP_SYS_ADMIN for uprobes)",
-                                  step));
-  std::string detail;
-  {
-    std::lock_guard lock(g_libbpf_log_mutex);
-    detail = g_libbpf_last_error;
-  }
-  return ProbeError(ProbeError::Kind::Other,
-                    fmt::format("{} BPF programs failed: {}{}{}", step, std::strerror(err),
-                                detail.empty() ? "" : " (libbpf: ", detail.empty() ? "" : detail + ")"));
-}
+// The 100 ms tick for user-space sampling.
+constexpr uint64_t kTickNs = 100'000'000;
+
+struct RunningProbe {
+  const ProbeInfo* info;
+  std::unique_ptr<Probe> probe;
+  std::string status;  // attached | unavailable | disabled
+  std::string reason;
+};
 
 }  // namespace
+
+void use_shared_maps(bpf_object* obj, const SharedMaps& shared) {
+  const std::pair<const char*, int> maps[] = {{"ld_targets", shared.targets},
+                                              {"ld_events", shared.events},
+                                              {"ld_counters", shared.counters},
+                                              {"ld_wakeup", shared.wakeup}};
+  for (const auto& [name, fd] : maps) {
+    bpf_map* map = bpf_object__find_map_by_name(obj, name);
+    if (!map) continue;
+    if (int err = bpf_map__reuse_fd(map, fd))
+      throw ProbeUnavailable(fmt::format("sharing map {} failed: {}", name, std::strerror(-err)));
+  }
+}
 
 struct ProbeSession::Impl {
   ProbeOptions options;
   RecordCallback on_record;
-  std::unique_ptr<sock_bpf, SockSkelDeleter> sock;
+  Fd targets, events, counters, wakeup;
+  std::vector<RunningProbe> probes;
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring;
   uint64_t malformed_records = 0;
+  uint64_t next_tick = 0;
   bool delivering = true;
 
   static int handle(void* ctx, void* data, size_t size) {
     auto* self = static_cast<Impl*>(ctx);
     auto* hdr = static_cast<const ld_hdr*>(data);
-    if (size < sizeof(ld_hdr) || hdr->size > size) {
+    if (size < sizeof(ld_hdr) || hdr->size > size || hdr->size < sizeof(ld_hdr)) {
       self->malformed_records++;
       return 0;
     }
@@ -91,46 +89,89 @@ struct ProbeSession::Impl {
     return 0;
   }
 
-  bool probe_enabled(const std::string& name) const {
-    return options.probes.empty() ||
-           std::find(options.probes.begin(), options.probes.end(), name) != options.probes.end() ||
-           std::find(options.probes.begin(), options.probes.end(), "all") != options.probes.end();
+  EmitFn emitter() {
+    return [this](const ld_hdr& rec, size_t size) {
+      if (delivering) on_record(rec, size);
+    };
   }
 
-  void open_sock() {
-    sock.reset(sock_bpf__open());
-    if (!sock) throw load_error("opening", errno);
-    sock->rodata->ld_sock_id_key = random_u64();
-    sock->rodata->ld_follow_children = options.follow_children;
-    int err = bpf_map__set_max_entries(sock->maps.ld_events, options.ringbuf_bytes);
-    if (err) throw load_error("sizing the ring buffer for", err);
-    err = sock_bpf__load(sock.get());
-    if (err) throw load_error("loading", err);
+  bool requested(const ProbeInfo& info) const {
+    if (options.probes.empty()) return info.in_all;
+    return std::find(options.probes.begin(), options.probes.end(), info.name) != options.probes.end();
+  }
+
+  void create_shared_maps() {
+    targets = create_map(BPF_MAP_TYPE_HASH, "ld_targets", 4, 1, 1024);
+    events = create_map(BPF_MAP_TYPE_RINGBUF, "ld_events", 0, 0, options.ringbuf_bytes);
+    counters = create_map(BPF_MAP_TYPE_PERCPU_ARRAY, "ld_counters", 4, sizeof(ld_probe_counters),
+                          LD_PROBE_MAX);
+    wakeup = create_map(BPF_MAP_TYPE_PERCPU_ARRAY, "ld_wakeup", 4, 8, 1);
     uint8_t one = 1;
-    for (uint32_t tgid : options.tgids) {
-      if (bpf_map__update_elem(sock->maps.ld_targets, &tgid, sizeof(tgid), &one, sizeof(one),
-                               BPF_ANY))
-        throw load_error("configuring", errno);
+    for (uint32_t tgid : options.tgids)
+      if (bpf_map_update_elem(targets.get(), &tgid, &one, BPF_ANY))
+        throw_libbpf_error("shared maps", "configuring", -errno);
+  }
+
+  void start_probes() {
+    ProbeContext ctx{options, {targets.get(), events.get(), counters.get(), wakeup.get()}, emitter()};
+    for (const auto& info : probe_registry()) {
+      RunningProbe running{&info, nullptr, "disabled", "not selected by --probes"};
+      if (requested(info)) {
+        auto probe = info.make();
+        try {
+          probe->start(ctx);
+          running.status = "attached";
+          running.reason = probe->detail();
+          running.probe = std::move(probe);
+        } catch (const ProbeUnavailable& e) {
+          running.status = "unavailable";
+          running.reason = e.what();
+        }
+      }
+      probes.push_back(std::move(running));
     }
-    err = sock_bpf__attach(sock.get());
-    if (err) throw load_error("attaching", err);
-    ring.reset(ring_buffer__new(bpf_map__fd(sock->maps.ld_events), &Impl::handle, this, nullptr));
-    if (!ring) throw load_error("opening the ring buffer of", errno);
+  }
+
+  std::vector<ld_probe_counters> read_counters() const {
+    int ncpu = libbpf_num_possible_cpus();
+    std::vector<ld_probe_counters> per_cpu(ncpu > 0 ? ncpu : 1);
+    std::vector<ld_probe_counters> totals(LD_PROBE_MAX);
+    for (uint32_t id = 0; id < LD_PROBE_MAX; ++id) {
+      if (bpf_map_lookup_elem(counters.get(), &id, per_cpu.data())) continue;
+      for (const auto& c : per_cpu) {
+        totals[id].submitted += c.submitted;
+        totals[id].dropped += c.dropped;
+      }
+    }
+    return totals;
   }
 };
 
 ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record)
     : impl_(std::make_unique<Impl>()) {
-  g_libbpf_verbose = options.verbose;
-  libbpf_set_print(libbpf_log);
+  set_libbpf_verbose(options.verbose);
   impl_->options = options;
   impl_->on_record = std::move(on_record);
   if (options.ringbuf_bytes < 4096 || (options.ringbuf_bytes & (options.ringbuf_bytes - 1)))
     throw ProbeError(ProbeError::Kind::Other, "--ringbuf-size must be a power of two >= 4 KiB");
-  if (!impl_->probe_enabled("sock"))
+  try {
+    impl_->create_shared_maps();
+  } catch (const ProbeUnavailable& e) {
+    throw ProbeError(ProbeError::Kind::Other, e.what());
+  }
+  impl_->start_probes();
+  bool any = std::any_of(impl_->probes.begin(), impl_->probes.end(),
+                         [](const RunningProbe& p) { return p.probe != nullptr; });
+  if (!any) {
+    std::string why;
+    for (const auto& p : impl_->probes)
+      if (p.status == "unavailable") why += fmt::format("; {}: {}", p.info->name, p.reason);
+    throw ProbeError(ProbeError::Kind::Unsupported, "no probe could be attached" + why);
+  }
+  impl_->ring.reset(ring_buffer__new(impl_->events.get(), &Impl::handle, impl_.get(), nullptr));
+  if (!impl_->ring)
     throw ProbeError(ProbeError::Kind::Other,
-                     "the sock probe is required for a token timeline (--probes must include sock)");
-  impl_->open_sock();
+                     fmt::format("opening the ring buffer failed: {}", std::strerror(errno)));
 }
 
 ProbeSession::~ProbeSession() = default;
@@ -140,33 +181,53 @@ int ProbeSession::poll(int timeout_ms) {
   if (n < 0 && n != -EINTR) return n;
   // The kernel side wakes us only every N records; take what is there regardless.
   int more = ring_buffer__consume(impl_->ring.get());
+  uint64_t now = host::monotonic_now_ns();
+  if (now >= impl_->next_tick) {
+    impl_->next_tick = now + kTickNs;
+    auto emit = impl_->emitter();
+    for (auto& p : impl_->probes)
+      if (p.probe) p.probe->tick(now, emit);
+  }
   return std::max(n, 0) + std::max(more, 0);
+}
+
+void ProbeSession::finish() {
+  while (poll(0) > 0) {}
+  auto emit = impl_->emitter();
+  for (auto& p : impl_->probes)
+    if (p.probe) p.probe->finish(emit);
+  while (poll(0) > 0) {}
 }
 
 void ProbeSession::stop_delivery() { impl_->delivering = false; }
 
 void ProbeSession::add_target(uint32_t tgid) {
   uint8_t one = 1;
-  bpf_map__update_elem(impl_->sock->maps.ld_targets, &tgid, sizeof(tgid), &one, sizeof(one),
-                       BPF_ANY);
+  bpf_map_update_elem(impl_->targets.get(), &tgid, &one, BPF_ANY);
+  for (auto& p : impl_->probes)
+    if (p.probe) p.probe->add_target(tgid);
 }
 
 std::vector<report::ProbeStatus> ProbeSession::status() const {
-  int ncpu = libbpf_num_possible_cpus();
-  std::vector<ld_probe_counters> per_cpu(ncpu > 0 ? ncpu : 1);
-  uint32_t key = LD_PROBE_SOCK;
-  report::ProbeStatus sock{"sock", "attached", "socket send/recv syscall tracepoints", 0, 0};
-  if (bpf_map__lookup_elem(impl_->sock->maps.ld_counters, &key, sizeof(key), per_cpu.data(),
-                           per_cpu.size() * sizeof(ld_probe_counters), 0) == 0) {
-    for (const auto& c : per_cpu) {
-      sock.events += c.submitted - c.dropped;
-      sock.lost += c.dropped;
+  auto totals = impl_->read_counters();
+  std::vector<report::ProbeStatus> out;
+  for (const auto& p : impl_->probes) {
+    report::ProbeStatus s{p.info->name, p.status, p.reason, 0, 0};
+    if (p.probe) {
+      const auto& c = totals[p.info->id];
+      s.events = c.submitted - c.dropped + p.probe->user_records();
+      s.lost = c.dropped;
     }
+    out.push_back(std::move(s));
   }
-  return {sock};
+  return out;
 }
 
-std::vector<std::string> ProbeSession::known_probes() { return {"sock"}; }
+std::vector<std::string> ProbeSession::known_probes() {
+  std::vector<std::string> names;
+  for (const auto& info : probe_registry()) names.push_back(info.name);
+  return names;
+}
 
 std::string ensure_tracefs() {
   if (access("/sys/kernel/tracing/events", F_OK) == 0 ||

@@ -33,7 +33,7 @@ struct ProbeOptions {
   std::vector<uint32_t> tgids;
   bool follow_children = false;
   uint32_t ringbuf_bytes = 16u << 20;  // power of two, >= page size
-  std::vector<std::string> probes;     // names to enable; empty = all default probes
+  std::vector<std::string> probes;     // names to enable; empty = every probe of "all"
   bool verbose = false;                // libbpf's own log on stderr
 };
 
@@ -51,6 +51,8 @@ class ProbeSession {
   // Records held back by the batched wake-up are drained too.
   int poll(int timeout_ms);
   void add_target(uint32_t tgid);
+  // Drains the ring buffer and lets each probe flush what it holds (aggregates, stacks).
+  void finish();
   // Drops every record from now on: the sinks may be gone while the probes detach.
   void stop_delivery();
   std::vector<report::ProbeStatus> status() const;

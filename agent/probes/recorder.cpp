@@ -203,7 +203,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     progress.tick(now, start, options.duration_ms, status ? status() : "");
   }
   // Take what the kernel still holds before reading the counters: nothing is left behind.
-  while (session.poll(0) > 0) {}
+  session.finish();
   // Nothing more reaches the sinks after this point (they may go out of scope first).
   session.stop_delivery();
   const uint64_t end = host::monotonic_now_ns();

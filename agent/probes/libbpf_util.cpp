@@ -1,0 +1,57 @@
+#include "probes/libbpf_util.hpp"
+
+#include <bpf/libbpf.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstring>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "probes/probe.hpp"
+
+namespace ld::probes {
+namespace {
+
+bool g_verbose = false;
+std::string g_last_error;
+std::mutex g_mutex;
+
+int libbpf_log(enum libbpf_print_level level, const char* format, va_list args) {
+  char line[1024];
+  vsnprintf(line, sizeof(line), format, args);
+  if (g_verbose) fputs(line, stderr);
+  if (level == LIBBPF_WARN) {
+    std::lock_guard lock(g_mutex);
+    g_last_error = line;
+    while (!g_last_error.empty() && g_last_error.back() == '\n') g_last_error.pop_back();
+  }
+  return 0;
+}
+
+}  // namespace
+
+void set_libbpf_verbose(bool verbose) {
+  g_verbose = verbose;
+  libbpf_set_print(libbpf_log);
+}
+
+std::string libbpf_last_error() {
+  std::lock_guard lock(g_mutex);
+  return g_last_error;
+}
+
+void throw_libbpf_error(const std::string& probe, const char* step, int err) {
+  err = err < 0 ? -err : err;
+  if (err == EPERM || err == EACCES)
+    throw ProbeError(ProbeError::Kind::Permission,
+                     fmt::format("permission denied {} BPF programs: run as root or grant "
+                                 "CAP_BPF, CAP_PERFMON (and CAP_SYS_ADMIN for uprobes)",
+                                 step));
+  std::string detail = libbpf_last_error();
+  throw ProbeUnavailable(fmt::format("{} {} failed: {}{}", step, probe, std::strerror(err),
+                                     detail.empty() ? "" : " (libbpf: " + detail + ")"));
+}
+
+}  // namespace ld::probes

@@ -1,0 +1,28 @@
+// Small libbpf helpers shared by the probe loaders: RAII deleters and error translation.
+#pragma once
+
+#include <string>
+
+#include "probes/probe_session.hpp"
+
+struct ring_buffer;
+
+namespace ld::probes {
+
+// Deleter for a bpftool-generated skeleton: `SkelPtr<sock_bpf, sock_bpf__destroy>`.
+template <typename Skel, void (*Destroy)(Skel*)>
+struct SkelDeleter {
+  void operator()(Skel* skel) const { Destroy(skel); }
+};
+template <typename Skel, void (*Destroy)(Skel*)>
+using SkelPtr = std::unique_ptr<Skel, SkelDeleter<Skel, Destroy>>;
+
+// Turns a libbpf error into ProbeError (permission: the whole session fails, with the fix)
+// or ProbeUnavailable (this probe cannot run here). `step` is "loading", "attaching", ...
+[[noreturn]] void throw_libbpf_error(const std::string& probe, const char* step, int err);
+
+// The last warning libbpf printed (its log is quiet unless --verbose).
+std::string libbpf_last_error();
+void set_libbpf_verbose(bool verbose);
+
+}  // namespace ld::probes

@@ -1,0 +1,76 @@
+// One probe = bpf/NAME.bpf.c (+ skeleton) + a Probe subclass here. A ProbeSession owns the
+// maps every probe shares (targets, ring buffer, counters, wake-up state) and starts the
+// probes the user asked for; a probe the kernel cannot support reports itself unavailable,
+// with the reason, and the others go on.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+struct bpf_object;
+struct ld_hdr;
+
+namespace ld::probes {
+
+struct ProbeOptions;
+
+// "This kernel/host cannot do that": shown as status "unavailable" with the message.
+class ProbeUnavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// File descriptors of the maps declared in bpf/common.bpf.h, created once per session.
+struct SharedMaps {
+  int targets = -1;
+  int events = -1;
+  int counters = -1;
+  int wakeup = -1;
+};
+
+// Makes an opened (not yet loaded) BPF object use the session's shared maps. Call between
+// NAME_bpf__open() and NAME_bpf__load(). Throws ProbeUnavailable on failure.
+void use_shared_maps(bpf_object* obj, const SharedMaps& shared);
+
+using EmitFn = std::function<void(const ld_hdr& record, size_t size)>;
+
+struct ProbeContext {
+  const ProbeOptions& options;
+  SharedMaps shared;
+  EmitFn emit;  // for records made in user space (samples, stack tables)
+};
+
+class Probe {
+ public:
+  virtual ~Probe() = default;
+  // Opens, loads and attaches. Throws ProbeUnavailable (kernel lacks it: the session goes
+  // on without this probe) or ProbeError (e.g. permission: the session fails).
+  virtual void start(ProbeContext& ctx) = 0;
+  // About every 100 ms from the poll loop: user-space sampling, housekeeping.
+  virtual void tick(uint64_t now_mono_ns, const EmitFn& emit) {}
+  // Once, after the ring buffer is drained: flush in-kernel aggregates, symbolise stacks.
+  virtual void finish(const EmitFn& emit) {}
+  // A new target process (fork of a target with --children, found by user space).
+  virtual void add_target(uint32_t tgid) {}
+  // Records this probe made in user space (kernel-side ones are counted in ld_counters).
+  virtual uint64_t user_records() const { return 0; }
+  // Shown as the probe's `reason` when attached: how it works here, e.g. "GIL via take_gil".
+  virtual std::string detail() const = 0;
+};
+
+struct ProbeInfo {
+  const char* name;
+  uint32_t id;          // enum ld_probe_id
+  const char* summary;  // one line for --help and `--probes` errors
+  bool in_all;          // false = opt-in only (costly deep probes): must be named in --probes
+  std::unique_ptr<Probe> (*make)();
+};
+
+// Every probe this build knows, in start order.
+const std::vector<ProbeInfo>& probe_registry();
+
+}  // namespace ld::probes

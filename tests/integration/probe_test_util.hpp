@@ -1,0 +1,108 @@
+// Root-tier helpers for probe tests: run a workload under `latency-doctor record`, then read
+// the trace back and pick records by type.
+//
+// Workloads (tests/workloads/NAME.cpp -> build/ld-wl-NAME) wait for SIGUSR1 before they do
+// their work, so the probes are attached first: start the workload, start the recorder, wait
+// until it says "attached", send SIGUSR1; the recorder stops when the workload exits.
+#pragma once
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "events.h"
+#include "proc_util.hpp"
+#include "trace/trace_file.hpp"
+
+namespace ld::test {
+
+inline std::string agent_path() { return std::string(LD_BUILD_DIR) + "/latency-doctor"; }
+inline std::string workload_path(const std::string& name) {
+  return std::string(LD_BUILD_DIR) + "/ld-wl-" + name;
+}
+
+inline std::string bpf_skip_reason() {
+  if (geteuid() != 0) return "needs root (CAP_BPF, CAP_PERFMON) to load BPF programs";
+  if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) return "kernel has no BTF (/sys/kernel/btf/vmlinux)";
+  return "";
+}
+
+struct Recorded {
+  nlohmann::json header;
+  nlohmann::json trailer;
+  std::vector<std::vector<uint64_t>> records;  // 8-aligned copies
+  std::string agent_err;
+  int agent_exit = -1;
+
+  // Every record of `type`, as T (records shorter than T are skipped).
+  template <typename T>
+  std::vector<T> of_type(uint16_t type) const {
+    std::vector<T> out;
+    for (const auto& r : records) {
+      const auto* h = reinterpret_cast<const ld_hdr*>(r.data());
+      if (h->type != type || h->size < sizeof(T)) continue;
+      T value;
+      std::memcpy(&value, r.data(), sizeof(T));
+      out.push_back(value);
+    }
+    return out;
+  }
+  // The trailer's status object of probe `name` (null when absent).
+  nlohmann::json probe(const std::string& name) const {
+    for (const auto& p : trailer.value("probes", nlohmann::json::array()))
+      if (p.value("name", "") == name) return p;
+    return nullptr;
+  }
+};
+
+// Records `target` (already started, waiting for SIGUSR1) with --probes `probes`, releases it,
+// and waits for it to exit (or `limit`). extra_args go to `record`.
+inline Recorded record_workload(Child& target, const std::string& probes,
+                                std::chrono::milliseconds limit = std::chrono::seconds(60),
+                                std::vector<std::string> extra_args = {}) {
+  using namespace std::chrono_literals;
+  Recorded out;
+  std::string trace = "/tmp/ld-probe-" + std::to_string(getpid()) + "-" +
+                      std::to_string(target.pid()) + ".ldtrace";
+  std::vector<std::string> argv{agent_path(), "record", "--pid", std::to_string(target.pid()),
+                                "--probes", probes, "--duration", "5m", "-o", trace};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  Child agent(argv);
+  auto until = std::chrono::steady_clock::now() + 30s;
+  while (agent.err().find("attached to pid") == std::string::npos &&
+         std::chrono::steady_clock::now() < until && !agent.wait(0ms))
+    std::this_thread::sleep_for(20ms);
+  target.signal(SIGUSR1);
+  if (!target.wait(limit)) target.signal(SIGKILL);
+  auto code = agent.wait(30s);
+  if (!code) {
+    agent.signal(SIGINT);
+    code = agent.wait(30s);
+  }
+  out.agent_exit = code.value_or(-1);
+  out.agent_err = agent.err();
+  try {
+    auto summary = trace::read_trace(trace, [&](const ld_hdr& rec) {
+      std::vector<uint64_t> copy((rec.size + 7) / 8);
+      std::memcpy(copy.data(), &rec, rec.size);
+      out.records.push_back(std::move(copy));
+    });
+    out.header = summary.header;
+    out.trailer = summary.trailer;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "cannot read the trace: " << e.what() << "\n" << out.agent_err;
+  }
+  unlink(trace.c_str());
+  return out;
+}
+
+}  // namespace ld::test
