@@ -50,6 +50,7 @@ enum ld_event_type {
 	LD_EV_NET_SAMPLE = 22,  /* struct ld_net_sample: /proc/net counters (user space) */
 	LD_EV_CGROUP_SAMPLE = 23, /* struct ld_cgroup_sample: cpu.stat / memory of the target's cgroup */
 	LD_EV_CPU_FREQ = 24,    /* struct ld_cpu_freq: a CPU's frequency changed (or was sampled) */
+	LD_EV_GIL_WAIT = 25,    /* struct ld_gil_wait: a thread waited for the GIL */
 	LD_EV_TYPE_MAX
 };
 
@@ -266,6 +267,16 @@ struct ld_gil_addr {
 	ld_u64 uaddr_lo;
 	ld_u64 uaddr_hi;
 	ld_u32 method;      /* enum ld_gil_method */
+	ld_u32 _pad;
+};
+
+/* A futex wait on a GIL address (see ld_gil_addr): hdr.ts_ns = the wait's end. */
+struct ld_gil_wait {
+	struct ld_hdr hdr;
+	ld_u64 start_ns;
+	ld_u64 dur_ns;
+	ld_u64 uaddr;
+	ld_u32 method;      /* enum ld_gil_method that found the address */
 	ld_u32 _pad;
 };
 

@@ -155,11 +155,14 @@ TEST(RootAttach, MatchesBenchOnTheSampleTarget) {
   EXPECT_NEAR(report["summary"]["ttft_ms"]["p50"].get<double>(), bench.ttft_p50_ms, 15.0);
   EXPECT_NEAR(report["summary"]["tpot_ms"]["p50"].get<double>(), bench.tpot_median_ms, 5.0);
 
-  ASSERT_EQ(report["probes"].size(), 1u);
-  EXPECT_EQ(report["probes"][0]["name"], "sock");
-  EXPECT_EQ(report["probes"][0]["status"], "attached");
-  EXPECT_EQ(report["probes"][0]["lost"], 0);
-  EXPECT_GT(report["probes"][0]["events"].get<int>(), 300);
+  json sock;
+  for (const auto& p : report["probes"])
+    if (p["name"] == "sock") sock = p;
+  ASSERT_TRUE(sock.is_object()) << report["probes"].dump();
+  EXPECT_EQ(sock["status"], "attached");
+  EXPECT_EQ(sock["lost"], 0);
+  EXPECT_GT(sock["events"].get<int>(), 300);
+  for (const auto& p : report["probes"]) EXPECT_EQ(p["lost"], 0) << p.dump();
 }
 
 // Real servers differ on the wire; the timeline must be right for each of them.
