@@ -14,6 +14,7 @@
 
 #include "events.h"
 #include "host/host_facts.hpp"
+#include "probes/privileges.hpp"
 #include "probes/probe_session.hpp"
 #include "trace/trace_file.hpp"
 
@@ -174,6 +175,9 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
           session.add_target(static_cast<uint32_t>(child));
         }
   }
+  // From here on we only read: give up what loading and attaching needed. Following
+  // children keeps the right to attach probes to the new processes.
+  if (auto note = drop_capabilities(options.children); !note.empty()) result.warnings.push_back(note);
   if (!options.quiet) {
     auto first = host::read_process(options.pids.front());
     fmt::print(stderr, "latency-doctor: attached to pid {}{} ({} process(es)); tracing {}\n",

@@ -259,6 +259,23 @@ TEST(RootAttach, ChildrenForkedAfterAttachAreFollowed) {
   EXPECT_EQ(report["summary"]["tokens"], 15);
 }
 
+TEST(RootAttach, DropsLoadingPrivilegesOnceAttached) {
+  REQUIRE_BPF();
+  Server server({"--token-ms", "5"});
+  auto agent = start_attach(server.proc->pid(), {"--duration", "5m"});
+  std::ifstream status("/proc/" + std::to_string(agent->pid()) + "/status");
+  std::string line;
+  unsigned long long effective = ~0ULL;
+  while (std::getline(status, line))
+    if (line.rfind("CapEff:", 0) == 0) effective = std::stoull(line.substr(7), nullptr, 16);
+  EXPECT_EQ(effective & (1ULL << 21), 0u) << "CAP_SYS_ADMIN kept";
+  EXPECT_EQ(effective & (1ULL << 38), 0u) << "CAP_PERFMON kept";
+  EXPECT_EQ(effective & (1ULL << 39), 0u) << "CAP_BPF kept";
+  EXPECT_NE(effective & (1ULL << 2), 0u) << "CAP_DAC_READ_SEARCH (token logs, /proc) dropped";
+  agent->signal(SIGINT);
+  EXPECT_EQ(agent->wait(20s).value_or(-1), 0) << agent->err();
+}
+
 TEST(RootAttach, SigintStillPrintsTheReportAndLeavesNothingLoaded) {
   REQUIRE_BPF();
   Server server({"--token-ms", "5", "--tokens", "5"});
