@@ -358,7 +358,12 @@ void assign_request_ids(std::vector<SegmentResult>& served) {
 }  // namespace
 
 struct SocketTimelineBuilder::Impl {
+  // Only sockets that have shown HTTP/SSE traffic are kept: events of a socket that so far
+  // carried only unclassified bytes (IPC between an API process and its engine, database
+  // connections, the stress workload) can never change a request, and keeping them would make
+  // memory grow with the event rate instead of with the number of requests.
   std::map<SocketKey, std::vector<Item>> sockets;
+  uint64_t unclassified_dropped = 0;
   std::map<uint32_t, std::vector<uint64_t>> process_exits;  // tgid -> exit times
   bool finished = false;
 };
@@ -376,7 +381,16 @@ void SocketTimelineBuilder::add(const ld_sock_io& ev) {
   item.syscall = ev.syscall;
   item.cls = ev.cls;
   item.sse_events = ev.sse_events;
-  impl_->sockets[{ev.hdr.tgid, ev.sock_id}].push_back(item);
+  SocketKey key{ev.hdr.tgid, ev.sock_id};
+  auto it = impl_->sockets.find(key);
+  if (it == impl_->sockets.end()) {
+    if (ev.cls == LD_PC_OTHER) {
+      impl_->unclassified_dropped++;
+      return;
+    }
+    it = impl_->sockets.emplace(key, std::vector<Item>{}).first;
+  }
+  it->second.push_back(item);
 }
 
 void SocketTimelineBuilder::add(const ld_sock_close& ev) {
@@ -384,7 +398,8 @@ void SocketTimelineBuilder::add(const ld_sock_close& ev) {
   item.ts = ev.hdr.ts_ns;
   item.tid = ev.hdr.tid;
   item.kind = ItemKind::kClose;
-  impl_->sockets[{ev.hdr.tgid, ev.sock_id}].push_back(item);
+  auto it = impl_->sockets.find({ev.hdr.tgid, ev.sock_id});
+  if (it != impl_->sockets.end()) it->second.push_back(item);  // else: never interesting
 }
 
 void SocketTimelineBuilder::add(const ld_task_exit& ev) {

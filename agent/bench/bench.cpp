@@ -161,6 +161,14 @@ void summarize(BenchResult& r) {
   r.ttft_p99_ms = analysis::percentile(ttft_ms, 99);
   r.tpot_median_ms = analysis::percentile(gaps_ms, 50);
   r.tpot_stddev_ms = analysis::stddev(gaps_ms);
+  r.tpot_p99_ms = analysis::percentile(gaps_ms, 99);
+  uint64_t first_start = UINT64_MAX, last_end = 0;
+  for (const auto& q : r.requests) {
+    if (q.start_mono_ns) first_start = std::min(first_start, q.start_mono_ns);
+    last_end = std::max(last_end, q.end_mono_ns);
+  }
+  r.wall_s = last_end > first_start ? static_cast<double>(last_end - first_start) / 1e9 : 0;
+  r.tokens_per_s = r.wall_s > 0 ? static_cast<double>(r.tokens) / r.wall_s : 0;
 }
 
 // ------------------------------------------------------------------------------------ URL check
@@ -503,6 +511,9 @@ std::string format_bench_summary(const BenchResult& r) {
   out += fmt::format("{:<18}{:>12}\n", "TTFT P99 (ms)", ms(r.ttft_p99_ms));
   out += fmt::format("{:<18}{:>12}\n", "TPOT median (ms)", ms(r.tpot_median_ms));
   out += fmt::format("{:<18}{:>12}\n", "TPOT stddev (ms)", ms(r.tpot_stddev_ms));
+  out += fmt::format("{:<18}{:>12}\n", "TPOT P99 (ms)", ms(r.tpot_p99_ms));
+  out += fmt::format("{:<18}{:>12.2f}\n", "wall time (s)", r.wall_s);
+  out += fmt::format("{:<18}{:>12.1f}\n", "tokens/s", r.tokens_per_s);
   // The distinct errors, most frequent first, so one glance says why requests failed.
   std::map<std::string, int> errors;
   for (const auto& q : r.requests)

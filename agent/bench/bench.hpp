@@ -42,6 +42,9 @@ struct BenchResult {
   // Computed by summarize(); NaN when there is nothing to measure.
   double ttft_p50_ms = 0, ttft_p90_ms = 0, ttft_p99_ms = 0;
   double tpot_median_ms = 0, tpot_stddev_ms = 0;
+  double tpot_p99_ms = 0;
+  double wall_s = 0;             // first request start to last request end
+  double tokens_per_s = 0;       // tokens / wall_s: the server's throughput under this load
   uint64_t tokens = 0;
   int failed = 0;
 };

@@ -158,6 +158,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   if (!options.trace_path.empty())
     writer = std::make_unique<trace::TraceWriter>(options.trace_path, result.header);
   std::shared_ptr<ProbeSession> session_owner;
+  const uint64_t attach_begin = host::monotonic_now_ns();
   try {
     session_owner = std::make_shared<ProbeSession>(probe_options, sink);
   } catch (...) {
@@ -166,6 +167,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     throw;
   }
   ProbeSession& session = *session_owner;
+  const double attach_ms = static_cast<double>(host::monotonic_now_ns() - attach_begin) / 1e6;
   if (options.children) {
     // Children forked between the scan above and the fork hook's attachment: scan again.
     for (int pid : options.pids)
@@ -180,8 +182,8 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   if (auto note = drop_capabilities(options.children); !note.empty()) result.warnings.push_back(note);
   if (!options.quiet) {
     auto first = host::read_process(options.pids.front());
-    fmt::print(stderr, "latency-doctor: attached to pid {}{} ({} process(es)); tracing {}\n",
-               options.pids.front(), first ? " (" + first->comm + ")" : "", tgids.size(),
+    fmt::print(stderr, "latency-doctor: attached to pid {}{} ({} process(es)) in {:.0f} ms; tracing {}\n",
+               options.pids.front(), first ? " (" + first->comm + ")" : "", tgids.size(), attach_ms,
                options.duration_ms ? fmt::format("for {:.1f}s, Ctrl-C stops early and still reports",
                                                  options.duration_ms / 1e3)
                                    : std::string("until Ctrl-C"));
@@ -211,7 +213,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   // Nothing more reaches the sinks after this point (they may go out of scope first).
   session.stop_delivery();
   const uint64_t end = host::monotonic_now_ns();
-  result.trailer = {{"end_mono_ns", end}, {"stop_reason", result.stop_reason},
+  result.trailer = {{"end_mono_ns", end}, {"stop_reason", result.stop_reason}, {"attach_ms", attach_ms},
                     {"probes", probes_json(session.status())}};
   if (writer && write_error.empty()) {
     try { writer->finish(result.trailer); } catch (const std::exception& e) { write_error = e.what(); }

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Benchmarks of the agent, measured side by side in one run (docs/performance.md):
+#   (a) overhead: token throughput and p99 TPOT of the sample target under `bench` load,
+#       paired A/B runs without the agent and with the default probes;
+#   (b) the same load under libbpf-tools runqlat + offcputime + biolatency + syscount;
+#   (c) event-pipeline stress: highest socket-event rate with 0 lost while writing a trace;
+#   (d) agent peak RSS; (e) time to load and attach the probes.
+# Usage: sudo bash bench/run.sh [PAIRS] [STRESS_SECONDS]     (defaults 5 and 60)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+pairs=${1:-5}
+stress_seconds=${2:-60}
+bash scripts/setup.sh >/dev/null
+command -v runqlat.bpf >/dev/null 2>&1 || command -v runqlat >/dev/null 2>&1 || {
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libbpf-tools >/dev/null 2>&1 || true; }
+
+ld=./build/latency-doctor
+work=$(mktemp -d)
+results=bench/results
+mkdir -p "$results"
+out="$results/latest.md"
+server_pid=""
+cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+
+start_server() {
+  ./build/ld-sample-server --port 0 --token-ms 2 --tokens 100 --prefill-base-ms 5 \
+    >"$work/server.out" 2>/dev/null &
+  server_pid=$!
+  for _ in $(seq 100); do grep -q "listening on" "$work/server.out" && break; sleep 0.1; done
+  port=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.out")
+}
+
+# One bench run; prints "tokens_per_s tpot_p99_ms".
+load() {
+  "$ld" bench --url "http://127.0.0.1:$port/v1/completions" --requests 24 --concurrency 2 \
+    --max-tokens 100 --quiet >"$work/bench.txt"
+  awk '/^tokens\/s/ {t=$2} /^TPOT P99/ {p=$4} END {print t, p}' "$work/bench.txt"
+}
+
+# Starts the agent with default probes; waits until attached.
+start_agent() {
+  /usr/bin/time -f "%M" -o "$work/agent.rss" "$ld" attach --pid "$server_pid" --duration 10m \
+    --format json -o "$work/agent.json" 2>"$work/agent.err" &
+  agent_pid=$!
+  for _ in $(seq 400); do grep -q "attached to pid" "$work/agent.err" && break; sleep 0.05; done
+}
+stop_agent() {
+  kill -INT "$agent_pid" 2>/dev/null || true
+  wait "$agent_pid" 2>/dev/null || true
+  sed -n 's/.* in \([0-9]*\) ms;.*/\1/p' "$work/agent.err" >>"$work/attach_ms"
+  cat "$work/agent.rss" >>"$work/rss_kb"
+  python3 - "$work/agent.json" >>"$work/lost" <<'PY' || echo "?" >>"$work/lost"
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(sum(p.get("lost", 0) for p in r["probes"]))
+PY
+}
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+
+start_server
+load >/dev/null  # warm-up
+: >"$work/none"; : >"$work/with"; : >"$work/attach_ms"; : >"$work/rss_kb"; : >"$work/lost"
+echo "bench: (a) $pairs paired runs, without / with the agent (order alternates)"
+for i in $(seq "$pairs"); do
+  if [ $((i % 2)) -eq 1 ]; then
+    load >>"$work/none"; start_agent; load >>"$work/with"; stop_agent
+  else
+    start_agent; load >>"$work/with"; stop_agent; load >>"$work/none"
+  fi
+done
+tput_none=$(cut -d' ' -f1 "$work/none" | median); tput_with=$(cut -d' ' -f1 "$work/with" | median)
+p99_none=$(cut -d' ' -f2 "$work/none" | median); p99_with=$(cut -d' ' -f2 "$work/with" | median)
+
+echo "bench: (b) the same load under libbpf-tools"
+tools_status=""
+tool() {  # name args...: Debian ships them as NAME or NAME.bpf
+  local name=$1; shift
+  local bin; bin=$(command -v "$name.bpf" || command -v "$name" || true)
+  if [ -z "$bin" ]; then tools_status+="$name: not installed; "; return; fi
+  "$bin" "$@" >"$work/$name.out" 2>&1 &
+  echo $! >>"$work/tool_pids"
+}
+: >"$work/tool_pids"; : >"$work/tools"
+tool runqlat -p "$server_pid" 60
+tool offcputime -p "$server_pid" 60
+tool biolatency 60 1
+tool syscount -p "$server_pid" -d 60
+sleep 3
+for pid in $(cat "$work/tool_pids"); do kill -0 "$pid" 2>/dev/null || true; done
+for i in $(seq "$pairs"); do load >>"$work/tools"; done
+for pid in $(cat "$work/tool_pids"); do kill -INT "$pid" 2>/dev/null || true; done
+sleep 1
+for name in runqlat offcputime biolatency syscount; do
+  [ -f "$work/$name.out" ] || continue
+  if grep -qiE "failed|error|unsupported|invalid" "$work/$name.out"; then
+    tools_status+="$name: $(grep -iE 'failed|error|unsupported|invalid' "$work/$name.out" | head -1 | cut -c1-100); "
+  else
+    tools_status+="$name: ran; "
+  fi
+done
+tput_tools=$(cut -d' ' -f1 "$work/tools" | median); p99_tools=$(cut -d' ' -f2 "$work/tools" | median)
+kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
+
+echo "bench: (c) event-pipeline stress (sock events, trace written)"
+stress() {  # rate seconds -> "achieved lost"
+  local rate=$1 secs=$2
+  ./build/ld-bench-stress-sock "$rate" "$secs" 2 --wait >"$work/stress.out" &
+  local wl=$!
+  "$ld" record --pid "$wl" --probes sock --duration 10m -o "$work/stress.ldtrace" \
+    2>"$work/stress.err" &
+  local rec=$!
+  for _ in $(seq 400); do grep -q "attached to pid" "$work/stress.err" && break; sleep 0.05; done
+  kill -USR1 "$wl"
+  wait "$wl" || true
+  wait "$rec" || true
+  local lost
+  lost=$("$ld" report "$work/stress.ldtrace" --format json 2>/dev/null |
+    python3 -c 'import json,sys; r=json.load(sys.stdin); print(sum(p["lost"] for p in r["probes"]))')
+  echo "$(awk '{print $2}' "$work/stress.out") $lost $(stat -c %s "$work/stress.ldtrace")"
+}
+best_rate=0; : >"$work/sweep"
+for rate in 100000 200000 400000 800000 1200000 2000000; do
+  read -r achieved lost bytes < <(stress "$rate" 10)
+  echo "$rate $achieved $lost $bytes" >>"$work/sweep"
+  echo "  asked $rate/s: achieved $achieved/s, lost $lost"
+  if [ "$lost" = "0" ]; then best_rate=$achieved; else break; fi
+  # Stop when the workload itself cannot go faster on this machine.
+  awk -v a="$achieved" -v r="$rate" 'BEGIN {exit !(a < 0.8 * r)}' && break
+done
+read -r sustained sustained_lost sustained_bytes < <(stress "${best_rate%.*}" "$stress_seconds")
+raw_max=$(./build/ld-bench-stress-sock 4000000 5 2 | awk '{print $2}')
+
+attach_ms=$(median <"$work/attach_ms"); rss_mb=$(($(sort -n "$work/rss_kb" | tail -1) / 1024))
+lost_total=$(paste -sd+ "$work/lost" | bc 2>/dev/null || cat "$work/lost")
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%+.2f%%", (a / b - 1) * 100}'; }
+{
+  echo "# Benchmark run $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) CPUs, kernel $(uname -r)"
+  echo
+  echo "| measure | without agent | with agent (default probes) | libbpf-tools (4 tools) |"
+  echo "|---|---|---|---|"
+  echo "| tokens/s (median of $pairs) | $tput_none | $tput_with ($(ratio "$tput_with" "$tput_none")) | $tput_tools ($(ratio "$tput_tools" "$tput_none")) |"
+  echo "| TPOT p99 ms (median of $pairs) | $p99_none | $p99_with ($(ratio "$p99_with" "$p99_none")) | $p99_tools ($(ratio "$p99_tools" "$p99_none")) |"
+  echo
+  echo "- agent: attach (load + attach all probes) median $attach_ms ms; peak RSS $rss_mb MiB; lost events in the A/B runs: $lost_total"
+  echo "- libbpf-tools: $tools_status"
+  echo "- stress sweep (asked/s, achieved/s, lost, trace bytes):"
+  sed 's/^/  - /' "$work/sweep"
+  echo "- sustained ${stress_seconds}s at the best 0-loss rate: achieved $sustained events/s, lost $sustained_lost, trace $sustained_bytes bytes"
+  echo "- the stress workload alone, no agent: $raw_max events/s (the machine's ceiling for this workload)"
+} | tee "$out"
