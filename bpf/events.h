@@ -6,8 +6,9 @@
  * record in bytes, so a reader can skip types it does not know (a newer
  * agent's trace read by an older one).
  *
- * These records are also the on-disk format inside .ldtrace chunks: any
- * change to an existing layout needs LD_TRACE_FORMAT_VERSION bumped.
+ * These records are also the on-disk format inside .ldtrace chunks: once a
+ * release has written traces, any change to an existing layout needs
+ * ld::trace::kFormatVersion (agent/trace/trace_file.hpp) bumped.
  *
  * Privacy: no record carries socket payload bytes.  The kernel reads a short
  * prefix of each send/recv to *classify* it (enum ld_payload_class) and only
@@ -146,6 +147,13 @@ struct ld_task_exit {
 
 #define LD_COMM_LEN 16
 
+/* ld_offcpu.flags */
+/* Walking a kernel stack costs ~1.5 us, too much for every block of a thread that
+ * blocks 100k times a second: a thread gets a fresh stack for a syscall at most
+ * every 10 ms, and blocks in the same syscall in between carry that stack with
+ * this flag (same thread, same syscall, < 10 ms earlier). */
+#define LD_OFFCPU_KSTACK_REUSED 1
+
 enum ld_offcpu_kind {
 	LD_OFF_BLOCKED = 0,   /* went to sleep (prev_state != running), later woken */
 	LD_OFF_PREEMPTED = 1, /* still runnable when switched out: waited for a CPU */
@@ -162,21 +170,30 @@ struct ld_offcpu {
 	ld_u64 on_ns;         /* switched back in */
 	ld_u32 kind;          /* enum ld_offcpu_kind */
 	ld_u32 prev_state;    /* task state at switch-out (TASK_INTERRUPTIBLE, ...) */
-	ld_s64 kstack_id;     /* kernel stack at switch-out (stack map id), < 0 = none */
-	ld_u32 waker_tid;     /* who woke it (blocked) / who took the CPU (preempted) */
+	ld_s64 kstack_id;     /* kernel stack at switch-out (ld_kstack source LD_PROBE_SCHED),
+			       * < 0 = none (always none for LD_OFF_PREEMPTED); see
+			       * LD_OFFCPU_KSTACK_REUSED */
+	ld_u32 waker_tid;     /* who woke it (blocked) / who took the CPU (preempted); a
+			       * wake-up from an interrupt (timer expiry) names the task
+			       * the interrupt hit, often swapper (tid 0) */
 	ld_u32 waker_tgid;
 	ld_u32 holder_tid;    /* the task that ran on the CPU just before switch-in */
 	ld_u32 holder_tgid;
 	ld_u32 off_cpu;
 	ld_u32 on_cpu;
 	ld_u32 syscall_nr;    /* syscall it blocked in (raw nr), ~0 = none/unknown */
-	ld_u32 _pad;
+	ld_u32 flags;         /* LD_OFFCPU_* */
+	/* A new thread's first run is a BLOCKED interval with off_ns = wake_ns = its
+	 * creation and the creating thread as waker (prev_state 0). */
 	char waker_comm[LD_COMM_LEN];
 	char holder_comm[LD_COMM_LEN];
 };
 
 /* Off-CPU slices below the threshold, summed per thread, flushed periodically
- * (so that short waits are not lost, just not itemised). */
+ * (so that short waits are not lost, just not itemised): by the kernel at the
+ * thread's next switch-in once the period (100 ms) is over, at its exit, and by
+ * user space at the end of a recording.  hdr.tid = the thread.  Every slice
+ * below the threshold is in exactly one record. */
 struct ld_sched_agg {
 	struct ld_hdr hdr;      /* hdr.ts_ns = end of the aggregation period */
 	ld_u64 period_start_ns;
@@ -192,6 +209,8 @@ struct ld_migrate {
 	ld_u32 dest_cpu;
 };
 
+/* One cpu-clock sample (499 Hz per CPU) that hit a target thread: hdr.tid was
+ * on CPU hdr.cpu at hdr.ts_ns.  kstack_id refers to ld_kstack source LD_PROBE_PERF. */
 struct ld_cpu_sample {
 	struct ld_hdr hdr;
 	ld_s64 kstack_id;    /* < 0 when in user mode or no stack */
@@ -200,39 +219,87 @@ struct ld_cpu_sample {
 };
 
 /* A kernel stack, symbolised at record time (kallsyms may differ elsewhere).
- * Variable length: `depth` frames of LD_SYM_LEN bytes each follow. */
+ * Variable length: `depth` frames of LD_SYM_LEN bytes each follow, innermost
+ * first.  Made by user space at the end of a recording, one per stack id the
+ * probe's stack map holds; hdr.tgid = hdr.tid = 0.  Each probe has its own
+ * stack map, so ids are only unique per `source`: the kstack_id of an
+ * ld_offcpu refers to the ld_kstack with source LD_PROBE_SCHED, that of an
+ * ld_cpu_sample to source LD_PROBE_PERF. */
 #define LD_SYM_LEN 48
 #define LD_KSTACK_MAX_DEPTH 32
 struct ld_kstack {
 	struct ld_hdr hdr;
 	ld_s64 stack_id;
 	ld_u32 depth;
-	ld_u32 _pad;
-	/* char frames[depth][LD_SYM_LEN]: "function+0x1a" */
+	ld_u32 source;       /* enum ld_probe_id whose stack map the id is from */
+	/* char frames[depth][LD_SYM_LEN]: "function+0x1a", NUL-terminated,
+	 * "0xffffffff81234567" when no symbol covers the address */
 };
 
 enum ld_syscall_kind {
 	LD_SYS_MMAP = 1, LD_SYS_MUNMAP, LD_SYS_BRK, LD_SYS_MREMAP, LD_SYS_MADVISE,
+	/* memory calls below both thresholds, summed per thread (see struct ld_syscall) */
+	LD_SYS_MEM_AGG = 15,
 	LD_SYS_FSYNC = 16, LD_SYS_FDATASYNC, LD_SYS_SYNC_FILE_RANGE, LD_SYS_MSYNC, LD_SYS_SYNC,
 	LD_SYS_SYNCFS,
+	/* writeback/balance_dirty_pages: the thread was put to sleep for dirtying pages
+	 * faster than the disk writes them.  dur_ns = the pause the kernel chose. */
+	LD_SYS_DIRTY_THROTTLE = 22,
 	LD_SYS_FUTEX_WAIT = 32, LD_SYS_FUTEX_WAKE, LD_SYS_FUTEX_LOCK_PI,
 	LD_SYS_NANOSLEEP = 48, LD_SYS_EPOLL_WAIT, LD_SYS_POLL,
 };
 
-/* A timed syscall of a target thread.  hdr.ts_ns = exit. */
+/* futex arg1 for the futex2 syscalls (futex(2) puts its raw op there, < 0x100 | flags). */
+#define LD_FUTEX2_WAIT 0x10000   /* futex_wait(2): arg1 = LD_FUTEX2_WAIT | flags */
+#define LD_FUTEX2_WAITV 0x20000  /* futex_waitv(2): arg1 = LD_FUTEX2_WAITV | nr_futexes,
+				  * arg0 = the first waiter's uaddr */
+
+/* Disk kinds carry the file after the fixed part: `path_len` bytes (no NUL) of
+ * "/dir/dir/name", or ".../d1/d2/d3/d4/name" when more than LD_PATH_DEPTH names
+ * were needed to reach the root.  Mount points are crossed.  Padded so that
+ * hdr.size = sizeof(struct ld_syscall) + a multiple of 8 >= path_len. */
+#define LD_PATH_DEPTH 5
+#define LD_PATH_NAME_MAX 48   /* longer names are cut to this many bytes */
+#define LD_PATH_MAX 256
+
+/* A timed syscall of a target thread.  hdr.ts_ns = exit.
+ *
+ * arg0/arg1 by kind:
+ *   MMAP       arg0 = length, arg1 = flags << 32 | prot;          ret = address or -errno
+ *   MUNMAP     arg0 = length, arg1 = address
+ *   BRK        arg0 = |new break - old break| bytes, arg1 = old break; ret = new break
+ *   MREMAP     arg0 = new length, arg1 = old length
+ *   MADVISE    arg0 = length, arg1 = advice (MADV_*)
+ *   MEM_AGG    the target's memory calls that were below both thresholds since start_ns:
+ *              arg0 = calls, arg1 = bytes (sum of lengths), dur_ns = summed duration,
+ *              ret = calls that failed; hdr.ts_ns = exit of the last one
+ *   FSYNC, FDATASYNC, SYNCFS  arg0 = fd                        (+ path)
+ *   SYNC_FILE_RANGE           arg0 = fd, arg1 = nbytes          (+ path)
+ *   MSYNC      arg0 = address, arg1 = length   (no path)
+ *   SYNC       (no args, no path)
+ *   DIRTY_THROTTLE  start_ns = when it was throttled, dur_ns = pause chosen,
+ *              arg0 = pages dirtied since the last pause, arg1 = task's ratelimit (pages/s)
+ *   FUTEX_WAIT / FUTEX_LOCK_PI  arg0 = uaddr, arg1 = op (futex(2): FUTEX_WAIT[_BITSET|
+ *              _REQUEUE_PI] or FUTEX_LOCK_PI[2] with FUTEX_PRIVATE_FLAG/CLOCK_REALTIME bits;
+ *              futex2: LD_FUTEX2_*)
+ */
 struct ld_syscall {
 	struct ld_hdr hdr;
 	ld_u64 start_ns;
 	ld_u64 dur_ns;
 	ld_s64 ret;
-	ld_u64 arg0;        /* mmap/munmap/madvise: length; fsync: fd; futex: uaddr */
-	ld_u64 arg1;        /* madvise: advice; futex: op; sync_file_range: nbytes */
+	ld_u64 arg0;
+	ld_u64 arg1;
 	ld_u32 kind;        /* enum ld_syscall_kind */
-	ld_u32 _pad;
+	ld_u16 path_len;    /* bytes of path after the record (disk kinds), else 0 */
+	ld_u16 _pad;
+	/* char path[path_len], padded to 8 */
 };
 
 /* User page faults of one thread, batched in the kernel: emitted when `count`
- * reaches the batch size or the batch spans the probe's time limit. */
+ * reaches the batch size (256) or the next fault comes >= 5 ms after first_ns,
+ * at the thread's exit, and (by user space, from the map) at the end of a
+ * recording.  Every fault is in exactly one batch: sum `count` over a window. */
 struct ld_faults {
 	struct ld_hdr hdr;  /* hdr.ts_ns = last fault */
 	ld_u64 first_ns;
@@ -240,28 +307,48 @@ struct ld_faults {
 	ld_u32 _pad;
 };
 
+/* One block request, issue to completion.  Kept when the issue ran in a target
+ * thread, or when a target thread queued a bio at that (dev, sector) just before
+ * (the request was then issued by kblockd, a plug flush or another thread). */
+#define LD_RWBS_WRITE 1
+#define LD_RWBS_SYNC 2
+#define LD_RWBS_FLUSH 4     /* preflush or FUA */
+#define LD_RWBS_DISCARD 8
+#define LD_RWBS_META 16
 struct ld_block_rq {
-	struct ld_hdr hdr;  /* hdr.ts_ns = completion; tgid/tid = issuer when known */
+	struct ld_hdr hdr;  /* hdr.ts_ns = completion; tgid/tid = issuer (see above) */
 	ld_u64 issue_ns;
 	ld_u64 sector;
-	ld_u32 dev;
+	ld_u32 dev;         /* kernel dev_t: major << 20 | minor */
 	ld_u32 bytes;
-	ld_u32 rwbs;        /* 1 = write, 2 = sync, 4 = flush/FUA */
-	ld_u32 _pad;
+	ld_u32 rwbs;        /* LD_RWBS_* */
+	ld_u32 error;       /* completion status: (int32_t)error = -errno, 0 = ok */
 };
 
-enum ld_reclaim_kind { LD_RECLAIM_DIRECT = 0, LD_RECLAIM_COMPACT = 1, LD_RECLAIM_MEMCG = 2 };
+enum ld_reclaim_kind {
+	LD_RECLAIM_DIRECT = 0,   /* vmscan direct reclaim: the allocation waited for reclaim */
+	LD_RECLAIM_COMPACT = 1,  /* compaction of one zone in the thread's context */
+	LD_RECLAIM_MEMCG = 2,    /* reclaim because the thread's cgroup hit its limit */
+	LD_RECLAIM_NODE = 3,     /* NUMA node (zone_reclaim_mode) reclaim */
+	LD_RECLAIM_THROTTLED = 4,/* slept in reclaim_throttle(); nr_reclaimed = reason */
+};
+/* A reclaim or compaction stall of a target thread. */
 struct ld_reclaim {
 	struct ld_hdr hdr;  /* hdr.ts_ns = end */
 	ld_u64 start_ns;
-	ld_u64 nr_reclaimed;
-	ld_u32 kind;
-	ld_u32 _pad;
+	ld_u64 nr_reclaimed; /* pages; COMPACT: compaction status; THROTTLED: reason */
+	ld_u32 kind;         /* enum ld_reclaim_kind */
+	ld_u32 order;        /* allocation order (DIRECT, MEMCG, NODE), else 0 */
 };
 
+/* How the GIL's futex words were found: the address a thread waits on while
+ * inside take_gil (local symbol, needs .symtab) or PyEval_RestoreThread
+ * (exported, for stripped builds), learned with temporary uprobes. */
 enum ld_gil_method { LD_GIL_TAKE_GIL = 1, LD_GIL_RESTORE_THREAD = 2, LD_GIL_RUNTIME = 3 };
 /* The futex words of a process's GIL: futex waits of that tgid on an address
- * in [uaddr_lo, uaddr_hi) are GIL waits. */
+ * in [uaddr_lo, uaddr_hi) are GIL waits.  One record per learned word (glibc
+ * condvars wait on two alternating words, the mutex on a third); made in user
+ * space, hdr.tid = 0, hdr.ts_ns = when user space saw it. */
 struct ld_gil_addr {
 	struct ld_hdr hdr;
 	ld_u64 uaddr_lo;
@@ -270,23 +357,63 @@ struct ld_gil_addr {
 	ld_u32 _pad;
 };
 
-/* A futex wait on a GIL address (see ld_gil_addr): hdr.ts_ns = the wait's end. */
+enum ld_gil_wait_kind {
+	LD_GIL_WAIT_ONE = 0, /* one futex wait >= the probe's threshold */
+	LD_GIL_WAIT_AGG = 1, /* shorter waits of one thread, summed */
+};
+
+/* A futex wait on a GIL address (see ld_gil_addr): hdr.ts_ns = the wait's end
+ * (AGG: the last summed wait's end).  One GIL acquisition can be several
+ * futex waits: take_gil waits `switch interval` with a timeout (ret =
+ * -ETIMEDOUT), then asks the holder to drop and waits again. */
 struct ld_gil_wait {
 	struct ld_hdr hdr;
-	ld_u64 start_ns;
-	ld_u64 dur_ns;
-	ld_u64 uaddr;
+	ld_u64 start_ns;    /* ONE: wait start; AGG: first summed wait's start */
+	ld_u64 dur_ns;      /* ONE: the wait; AGG: sum of the waits */
+	ld_u64 uaddr;       /* the futex word (AGG: of the last wait) */
+	ld_u64 max_ns;      /* longest wait (ONE: = dur_ns) */
+	ld_s64 ret;         /* ONE: futex return (0, -ETIMEDOUT, -EAGAIN...); AGG: 0 */
+	ld_u32 count;       /* waits in this record (ONE: 1) */
 	ld_u32 method;      /* enum ld_gil_method that found the address */
+	ld_u32 kind;        /* enum ld_gil_wait_kind */
 	ld_u32 _pad;
 };
 
+/* TCP states as in include/net/tcp_states.h (and /proc/net/tcp's "st" column). */
+enum ld_tcp_states {
+	LD_TCP_ESTABLISHED = 1, LD_TCP_SYN_SENT = 2, LD_TCP_SYN_RECV = 3, LD_TCP_FIN_WAIT1 = 4,
+	LD_TCP_FIN_WAIT2 = 5, LD_TCP_TIME_WAIT = 6, LD_TCP_CLOSE = 7, LD_TCP_CLOSE_WAIT = 8,
+	LD_TCP_LAST_ACK = 9, LD_TCP_LISTEN = 10, LD_TCP_CLOSING = 11, LD_TCP_NEW_SYN_RECV = 12,
+};
+
+/* ld_tcp_state.flags */
+enum ld_tcp_state_flags {
+	/* newstate TIME_WAIT is inferred: the kernel never reports a full socket entering
+	 * TIME_WAIT (tcp_time_wait() hands the connection to a timewait mini-socket and the
+	 * full socket goes FIN_WAIT2/CLOSING -> CLOSE); the record is that CLOSE without an
+	 * error on the socket.  The end of TIME_WAIT is not traced at all: see the
+	 * tcp_timewait count of ld_net_sample. */
+	LD_TCP_F_TW_INFERRED = 1,
+	LD_TCP_F_LISTEN_PORT = 2, /* matched a listening port of a target (server side) */
+	LD_TCP_F_TARGET_SOCK = 4, /* matched a socket a target touched (client side too) */
+};
+
+/* A state change of a TCP socket of a target: connection set-up (SYN_RECV/SYN_SENT ->
+ * ESTABLISHED), entering TIME_WAIT, and CLOSE. */
 struct ld_tcp_state {
 	struct ld_hdr hdr;  /* tgid/tid = current task, often not the target (softirq) */
 	ld_u64 sock_id;
-	ld_u16 lport;
+	ld_u16 lport;       /* host order */
 	ld_u16 rport;
-	ld_u16 oldstate;
+	ld_u16 oldstate;    /* enum ld_tcp_states */
 	ld_u16 newstate;
+	ld_u16 family;      /* AF_INET / AF_INET6 */
+	ld_u16 flags;       /* enum ld_tcp_state_flags */
+	ld_u32 _pad;
+};
+
+enum ld_tcp_retrans_flags {
+	LD_TCP_RT_SYNACK = 1, /* a SYN-ACK retransmit of a listener (tcp_retransmit_synack) */
 };
 
 struct ld_tcp_retrans {
@@ -294,7 +421,8 @@ struct ld_tcp_retrans {
 	ld_u64 sock_id;
 	ld_u16 lport;
 	ld_u16 rport;
-	ld_u32 state;
+	ld_u16 state;       /* enum ld_tcp_states of the socket */
+	ld_u16 flags;       /* enum ld_tcp_retrans_flags */
 };
 
 /* Sampled from /proc/net/{netstat,sockstat,snmp} by user space. Cumulative. */

@@ -214,6 +214,7 @@ std::vector<report::ProbeStatus> ProbeSession::status() const {
   for (const auto& p : impl_->probes) {
     report::ProbeStatus s{p.info->name, p.status, p.reason, 0, 0};
     if (p.probe) {
+      s.reason = p.probe->detail();  // probes learn as they run (e.g. the GIL address)
       const auto& c = totals[p.info->id];
       s.events = c.submitted - c.dropped + p.probe->user_records();
       s.lost = c.dropped;

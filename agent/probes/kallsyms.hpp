@@ -1,0 +1,129 @@
+// Kernel symbols from /proc/kallsyms, and the ld_kstack records made from a probe's stack map.
+//
+// Kallsyms is header-only (no libbpf) so that the unit tier can test the parser on a fake file.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <istream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "probes/probe.hpp"
+
+namespace ld::probes {
+
+class Kallsyms {
+ public:
+  struct Symbol {
+    uint64_t addr;
+    std::string name;  // "name" or "name [module]"
+  };
+
+  // Text symbols (t/T/w/W) of `in` in /proc/kallsyms format: "ffffffff81000000 T _stext" or
+  // "ffffffffc0a01000 t foo\t[mod]". Lines that do not parse are skipped; all-zero addresses
+  // (kptr_restrict hides them) are skipped, so an unprivileged read gives an empty table.
+  static Kallsyms parse(std::istream& in) {
+    Kallsyms table;
+    std::string line;
+    while (std::getline(in, line)) {
+      Symbol sym;
+      if (parse_line(line, sym)) table.symbols_.push_back(std::move(sym));
+    }
+    std::stable_sort(table.symbols_.begin(), table.symbols_.end(),
+                     [](const Symbol& a, const Symbol& b) { return a.addr < b.addr; });
+    return table;
+  }
+
+  static Kallsyms load(const std::string& path = "/proc/kallsyms") {
+    std::ifstream in(path);
+    return parse(in);
+  }
+
+  size_t size() const { return symbols_.size(); }
+
+  // The symbol at or below `addr`, or nullptr when `addr` is below every symbol.
+  const Symbol* find(uint64_t addr) const {
+    auto it = std::upper_bound(symbols_.begin(), symbols_.end(), addr,
+                               [](uint64_t a, const Symbol& s) { return a < s.addr; });
+    if (it == symbols_.begin()) return nullptr;
+    return &*std::prev(it);
+  }
+
+  // "func+0x1a" ("func+0x1a [mod]" for module code), "0xffffffff81234567" when unknown.
+  std::string symbolize(uint64_t addr) const {
+    char buf[32];
+    const Symbol* sym = find(addr);
+    // Past the last symbol by more than any function is long: not kernel text we know.
+    if (!sym || addr - sym->addr > kMaxFunctionBytes) {
+      std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(addr));
+      return buf;
+    }
+    std::snprintf(buf, sizeof(buf), "+0x%llx", static_cast<unsigned long long>(addr - sym->addr));
+    auto space = sym->name.find(' ');
+    if (space == std::string::npos) return sym->name + buf;
+    return sym->name.substr(0, space) + buf + sym->name.substr(space);
+  }
+
+ private:
+  static constexpr uint64_t kMaxFunctionBytes = 1 << 20;
+
+  static bool parse_line(std::string_view line, Symbol& out) {
+    // "<hex addr> <type> <name>[\t[module]]"
+    size_t sp1 = line.find(' ');
+    if (sp1 == std::string_view::npos || sp1 == 0 || sp1 > 16) return false;
+    uint64_t addr = 0;
+    for (char c : line.substr(0, sp1)) {
+      int digit = hex_digit(c);
+      if (digit < 0) return false;
+      addr = addr << 4 | uint64_t(digit);
+    }
+    if (addr == 0 || line.size() < sp1 + 4 || line[sp1 + 2] != ' ') return false;
+    char type = line[sp1 + 1];
+    if (type != 't' && type != 'T' && type != 'w' && type != 'W') return false;
+    std::string_view rest = line.substr(sp1 + 3);
+    size_t tab = rest.find_first_of("\t ");
+    std::string_view name = rest.substr(0, tab);
+    // __pfx_foo is the padding in front of foo (CONFIG_FUNCTION_PADDING_CFI): never a
+    // return address's function, and it would shadow nothing useful.
+    if (name.empty() || name.substr(0, 6) == "__pfx_") return false;
+    out.addr = addr;
+    out.name = std::string(name);
+    if (tab != std::string_view::npos) {
+      std::string_view module = rest.substr(tab);
+      size_t open = module.find('[');
+      size_t close = module.find(']');
+      if (open != std::string_view::npos && close != std::string_view::npos && close > open)
+        out.name += " " + std::string(module.substr(open, close - open + 1));
+    }
+    return true;
+  }
+
+  static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  }
+
+  std::vector<Symbol> symbols_;
+};
+
+// Opens /proc/kallsyms without reading it (cheap: call it from start()). The kernel decides
+// at open() whether the reader may see addresses, from the opener's credentials, so a file
+// opened while privileged still shows them after the recorder drops its capabilities; the
+// ~80 ms parse then happens only when stacks are symbolised, not while attaching.
+void open_kernel_symbols();
+
+// /proc/kallsyms (from the file open_kernel_symbols() opened, if any), parsed once per
+// process on first use.
+const Kallsyms& kernel_symbols();
+
+// One ld_kstack record (source = enum ld_probe_id) per stack in the BPF_MAP_TYPE_STACK_TRACE
+// map `stack_map_fd` (value = LD_KSTACK_MAX_DEPTH u64 ips). Returns how many were emitted.
+uint64_t emit_kernel_stacks(int stack_map_fd, uint32_t source, const EmitFn& emit);
+
+}  // namespace ld::probes

@@ -1,0 +1,146 @@
+// Root tier: the cgroup probe against a CPU hog (tests/workloads/cgroup_hog.cpp) put in a
+// fresh cgroup with a CFS quota of 20 ms per 100 ms: the samples must show the throttling.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "events.h"
+#include "host/cgroup.hpp"
+#include "probe_test_util.hpp"
+
+using namespace std::chrono_literals;
+using ld::test::Child;
+
+namespace {
+
+bool write_file(const std::string& path, const std::string& value) {
+  std::ofstream out(path);
+  out << value;
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+// A cgroup with a CPU quota, removed (after its processes exited) when this goes away.
+class QuotaCgroup {
+ public:
+  // quota/period in µs. error() says why it could not be made.
+  QuotaCgroup(uint64_t quota_us, uint64_t period_us) {
+    auto mounts = ld::host::parse_cgroup_mounts(ld::test::read_file("/proc/self/mountinfo"));
+    std::string name = "/ld-test-" + std::to_string(getpid());
+    for (const auto& m : mounts)
+      if (!m.v2 && std::find(m.controllers.begin(), m.controllers.end(), "cpu") != m.controllers.end() &&
+          m.root == "/") {
+        dir_ = m.mount_point + name;
+        v2_ = false;
+        break;
+      }
+    if (dir_.empty())
+      for (const auto& m : mounts)
+        if (m.v2 && m.root == "/") {
+          // The parent must hand the cpu controller down.
+          write_file(m.mount_point + "/cgroup.subtree_control", "+cpu");
+          dir_ = m.mount_point + name;
+          v2_ = true;
+          break;
+        }
+    if (dir_.empty()) {
+      error_ = "no cgroup filesystem with the cpu controller is mounted";
+      return;
+    }
+    if (mkdir(dir_.c_str(), 0755) != 0) {
+      error_ = "mkdir " + dir_ + ": " + strerror(errno);
+      dir_.clear();
+      return;
+    }
+    // The top weight: on a loaded host (other tests, builds) the hog must still get its whole
+    // quota early in each period, else it is throttled less than 80% of the time, or never.
+    bool ok = v2_ ? write_file(dir_ + "/cpu.weight", "10000") &&
+                        write_file(dir_ + "/cpu.max", std::to_string(quota_us) + " " + std::to_string(period_us))
+                  : write_file(dir_ + "/cpu.shares", "262144") &&
+                        write_file(dir_ + "/cpu.cfs_period_us", std::to_string(period_us)) &&
+                        write_file(dir_ + "/cpu.cfs_quota_us", std::to_string(quota_us));
+    if (!ok) error_ = "cannot set the quota in " + dir_;
+  }
+  ~QuotaCgroup() {
+    if (dir_.empty()) return;
+    for (int i = 0; i < 50 && rmdir(dir_.c_str()) != 0 && errno == EBUSY; ++i)
+      std::this_thread::sleep_for(20ms);
+  }
+  bool add(int pid) { return write_file(dir_ + "/cgroup.procs", std::to_string(pid)); }
+  const std::string& error() const { return error_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_, error_;
+  bool v2_ = false;
+};
+
+}  // namespace
+
+TEST(CgroupProbe, QuotaThrottlingOfAHog) {
+  if (auto why = ld::test::bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  QuotaCgroup cg(20000, 100000);  // declared first: removed after the hog is reaped
+  ASSERT_EQ(cg.error(), "");
+  Child hog({ld::test::workload_path("cgroup_hog"), "--ms", "1500"});
+  ASSERT_TRUE(cg.add(hog.pid())) << "cannot move the hog into " << cg.dir();
+
+  auto rec = ld::test::record_workload(hog, "cgroup", 15s);
+  ASSERT_EQ(rec.agent_exit, 0) << rec.agent_err;
+  auto status = rec.probe("cgroup");
+  ASSERT_EQ(status.value("status", ""), "attached") << status.dump();
+  EXPECT_NE(status.value("reason", "").find(cg.dir()), std::string::npos) << status.dump();
+
+  std::smatch m;
+  std::string out = hog.out();
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(ran (\d+) (\d+))"))) << out;
+  uint64_t start = std::stoull(m[1]), end = std::stoull(m[2]);
+
+  auto samples = rec.of_type<ld_cgroup_sample>(LD_EV_CGROUP_SAMPLE);
+  ASSERT_GE(samples.size(), 10u);
+  // The last sample at or before the hog started, and the last one of all (after it ended).
+  const ld_cgroup_sample* before = nullptr;
+  for (const auto& s : samples) {
+    EXPECT_EQ(s.hdr.tgid, uint32_t(hog.pid()));
+    EXPECT_EQ(s.quota_us, 20000u);
+    EXPECT_EQ(s.period_us, 100000u);
+    if (s.hdr.ts_ns <= start) before = &s;
+  }
+  ASSERT_NE(before, nullptr) << "no baseline sample before the hog ran";
+  const auto& after = samples.back();
+  ASSERT_GE(after.hdr.ts_ns, end);
+  uint64_t throttled = after.throttled_ns - before->throttled_ns;
+  double ratio = double(throttled) / double(end - start);
+  EXPECT_GE(after.nr_throttled - before->nr_throttled, 10u);
+  EXPECT_NEAR(ratio, 0.8, 0.8 * 0.3) << "throttled " << throttled << " ns of " << (end - start);
+  // While the hog runs every 100 ms period changes the counters: one sample per period,
+  // each showing the new period (the 50 ms sampler sees each change within 50 ms).
+  int during = 0;
+  for (size_t i = 1; i < samples.size(); ++i) {
+    const auto& s = samples[i];
+    if (s.hdr.ts_ns <= start || s.hdr.ts_ns >= end) continue;
+    during++;
+    EXPECT_GT(s.nr_periods, samples[i - 1].nr_periods);
+    EXPECT_LE(s.hdr.ts_ns - samples[i - 1].hdr.ts_ns, 250'000'000u);
+  }
+  EXPECT_GE(during, 12) << "samples during the 1.5 s run";
+  std::cout << "[ metrics  ] " << samples.size() << " samples, " << during << " during 1.5 s; nr_throttled +"
+            << (after.nr_throttled - before->nr_throttled) << ", throttled " << throttled / 1e6
+            << " ms of " << (end - start) / 1e6 << " ms (" << ratio * 100 << "%)\n";
+}
+
+// No quota, no throttling: the cgroup of the test itself, sampled at idle.
+TEST(CgroupProbe, IdleSamplesOncePerSecond) {
+  if (auto why = ld::test::bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  Child wl({ld::test::workload_path("tcp_churn"), "--idle-ms", "2000"});
+  auto rec = ld::test::record_workload(wl, "cgroup", 10s);
+  ASSERT_EQ(rec.agent_exit, 0) << rec.agent_err;
+  ASSERT_EQ(rec.probe("cgroup").value("status", ""), "attached") << rec.probe("cgroup").dump();
+  auto samples = rec.of_type<ld_cgroup_sample>(LD_EV_CGROUP_SAMPLE);
+  EXPECT_GE(samples.size(), 2u);
+  EXPECT_LE(samples.size(), 5u);
+  std::cout << "[ metrics  ] idle: " << samples.size() << " cgroup samples in ~2.3 s\n";
+}

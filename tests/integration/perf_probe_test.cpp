@@ -1,0 +1,119 @@
+// Root tier: the perf probe's cpu-clock samples on a kernel-heavy and a user-heavy thread.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "events.h"
+#include "probe_test_util.hpp"
+
+namespace ld::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::map<std::string, uint64_t> parse_fields(const std::string& out) {
+  std::map<std::string, uint64_t> fields;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    char key[64];
+    unsigned long long value;
+    int used = 0;
+    if (std::sscanf(line.c_str(), "%63s %llu%n", key, &value, &used) == 2 && line[used] == 0)
+      fields[key] = value;
+  }
+  return fields;
+}
+
+std::map<int64_t, std::vector<std::string>> kstacks(const Recorded& rec, uint32_t source) {
+  std::map<int64_t, std::vector<std::string>> out;
+  for (const auto& r : rec.records) {
+    const auto* k = reinterpret_cast<const ld_kstack*>(r.data());
+    if (k->hdr.type != LD_EV_KSTACK || k->hdr.size < sizeof(ld_kstack) || k->source != source)
+      continue;
+    if (k->hdr.size < sizeof(ld_kstack) + size_t(k->depth) * LD_SYM_LEN) continue;
+    const char* frames = reinterpret_cast<const char*>(r.data()) + sizeof(ld_kstack);
+    std::vector<std::string> names;
+    for (uint32_t i = 0; i < k->depth; ++i)
+      names.emplace_back(frames + i * LD_SYM_LEN, strnlen(frames + i * LD_SYM_LEN, LD_SYM_LEN));
+    out[k->stack_id] = std::move(names);
+  }
+  return out;
+}
+
+TEST(PerfProbe, SamplesUserAndKernelThreads) {
+  if (auto why = bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  Child wl({workload_path("perf_kernel_busy")});
+  Recorded rec = record_workload(wl, "perf", 20s);
+  ASSERT_EQ(rec.agent_exit, 0) << rec.agent_err;
+  auto status = rec.probe("perf");
+  ASSERT_FALSE(status.is_null());
+  if (status.value("status", "") == "unavailable")
+    GTEST_SKIP() << "perf probe unavailable here: " << status.value("reason", "");
+  ASSERT_EQ(status.value("status", ""), "attached") << status.dump();
+
+  auto f = parse_fields(wl.out());
+  ASSERT_TRUE(f.count("kernel") && f.count("user") && f.count("kernel_cpu_ns")) << wl.out();
+  uint32_t ktid = f["kernel"], utid = f["user"];
+
+  struct Count {
+    uint64_t total = 0, user = 0, with_stack = 0;
+  };
+  std::map<uint32_t, Count> by_tid;
+  std::vector<int64_t> kernel_stack_ids;
+  for (const auto& s : rec.of_type<ld_cpu_sample>(LD_EV_CPU_SAMPLE)) {
+    EXPECT_EQ(s.hdr.tgid, uint32_t(wl.pid()));
+    auto& c = by_tid[s.hdr.tid];
+    c.total++;
+    c.user += s.user_mode;
+    if (!s.user_mode && s.kstack_id >= 0) {
+      c.with_stack++;
+      if (s.hdr.tid == ktid) kernel_stack_ids.push_back(s.kstack_id);
+    }
+    if (s.user_mode) {
+      EXPECT_LT(s.kstack_id, 0);
+    }
+  }
+
+  // A cpu-clock sampler at 499 Hz sees 499 samples per second of the thread's CPU time.
+  for (auto [tid, cpu_ns] : {std::pair{ktid, f["kernel_cpu_ns"]}, {utid, f["user_cpu_ns"]}}) {
+    double expect = 499.0 * double(cpu_ns) / 1e9;
+    SCOPED_TRACE("tid " + std::to_string(tid) + " cpu " + std::to_string(cpu_ns / 1000000) + " ms");
+    EXPECT_GT(expect, 40) << "the workload barely ran (a busy machine)";
+    EXPECT_NEAR(double(by_tid[tid].total), expect, expect * 0.3);
+  }
+  const Count& k = by_tid[ktid];
+  const Count& u = by_tid[utid];
+  std::printf("kernel thread: %llu samples (%.0f expected), %llu in user mode; user thread: "
+              "%llu samples (%.0f expected), %llu in user mode\n",
+              (unsigned long long)k.total, 499.0 * double(f["kernel_cpu_ns"]) / 1e9,
+              (unsigned long long)k.user, (unsigned long long)u.total,
+              499.0 * double(f["user_cpu_ns"]) / 1e9, (unsigned long long)u.user);
+  EXPECT_GT(double(u.user), 0.95 * double(u.total)) << "busy loop in user space";
+  EXPECT_LT(double(k.user), 0.3 * double(k.total)) << "read(/dev/zero) is kernel work";
+  EXPECT_GT(double(k.with_stack), 0.9 * double(k.total - k.user));
+
+  // Every kernel sample's stack is symbolised, and reading /dev/zero looks like it.
+  auto stacks = kstacks(rec, LD_PROBE_PERF);
+  ASSERT_FALSE(kernel_stack_ids.empty());
+  size_t via_read = 0;
+  for (int64_t id : kernel_stack_ids) {
+    ASSERT_TRUE(stacks.count(id)) << "no ld_kstack for id " << id;
+    const auto& frames = stacks[id];
+    ASSERT_FALSE(frames.empty());
+    for (const auto& fr : frames) EXPECT_NE(fr.find("+0x"), std::string::npos) << fr;
+    if (std::any_of(frames.begin(), frames.end(), [](const std::string& s) {
+          return s.rfind("ksys_read+", 0) == 0 || s.rfind("vfs_read+", 0) == 0;
+        }))
+      via_read++;
+  }
+  EXPECT_GT(double(via_read), 0.8 * double(kernel_stack_ids.size()));
+}
+
+}  // namespace
+}  // namespace ld::test

@@ -1,0 +1,244 @@
+// Root tier: the sched probe against workloads whose off-CPU behaviour is known.
+#include <sys/syscall.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "events.h"
+#include "probe_test_util.hpp"
+
+namespace ld::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr double kMs = 1e6;
+
+// "key value" lines of a workload's stdout.
+std::map<std::string, uint64_t> parse_fields(const std::string& out) {
+  std::map<std::string, uint64_t> fields;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    char key[64];
+    unsigned long long value;
+    int used = 0;
+    if (std::sscanf(line.c_str(), "%63s %llu%n", key, &value, &used) == 2 && line[used] == 0)
+      fields[key] = value;
+  }
+  return fields;
+}
+
+// Symbolised frames of every ld_kstack record of `source`, by stack id.
+std::map<int64_t, std::vector<std::string>> kstacks(const Recorded& rec, uint32_t source) {
+  std::map<int64_t, std::vector<std::string>> out;
+  for (const auto& r : rec.records) {
+    const auto* k = reinterpret_cast<const ld_kstack*>(r.data());
+    if (k->hdr.type != LD_EV_KSTACK || k->hdr.size < sizeof(ld_kstack) || k->source != source)
+      continue;
+    if (k->hdr.size < sizeof(ld_kstack) + size_t(k->depth) * LD_SYM_LEN) continue;
+    const char* frames = reinterpret_cast<const char*>(r.data()) + sizeof(ld_kstack);
+    std::vector<std::string> names;
+    for (uint32_t i = 0; i < k->depth; ++i)
+      names.emplace_back(frames + i * LD_SYM_LEN, strnlen(frames + i * LD_SYM_LEN, LD_SYM_LEN));
+    out[k->stack_id] = std::move(names);
+  }
+  return out;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += x + " <- ";
+  return s;
+}
+
+class SchedProbe : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  }
+
+  Recorded record(Child& wl) {
+    Recorded rec = record_workload(wl, "sched", 20s);
+    EXPECT_EQ(rec.agent_exit, 0) << rec.agent_err;
+    auto status = rec.probe("sched");
+    EXPECT_FALSE(status.is_null());
+    if (!status.is_null()) {
+      EXPECT_EQ(status.value("status", ""), "attached") << status.dump();
+    }
+    return rec;
+  }
+};
+
+// A thread blocked in read() on a pipe, woken 5 times by a sibling thread's write 50 ms later.
+TEST_F(SchedProbe, BlockedReaderWokenByWriter) {
+  Child wl({workload_path("sched_wake")});
+  Recorded rec = record(wl);
+  auto f = parse_fields(wl.out());
+  ASSERT_TRUE(f.count("reader") && f.count("writer")) << wl.out();
+  uint32_t reader = f["reader"], writer = f["writer"];
+
+  std::vector<ld_offcpu> woken;
+  for (const auto& e : rec.of_type<ld_offcpu>(LD_EV_OFFCPU))
+    if (e.hdr.tid == reader && e.kind == LD_OFF_BLOCKED && e.waker_tid == writer)
+      woken.push_back(e);
+  std::sort(woken.begin(), woken.end(),
+            [](const ld_offcpu& a, const ld_offcpu& b) { return a.off_ns < b.off_ns; });
+  ASSERT_EQ(woken.size(), 5u) << "reader " << reader << " writer " << writer;
+
+  auto stacks = kstacks(rec, LD_PROBE_SCHED);
+  for (size_t i = 0; i < woken.size(); ++i) {
+    const auto& e = woken[i];
+    SCOPED_TRACE("interval " + std::to_string(i));
+    EXPECT_EQ(e.hdr.tgid, uint32_t(wl.pid()));
+    EXPECT_EQ(e.waker_tgid, uint32_t(wl.pid()));
+    EXPECT_STREQ(e.waker_comm, "ld-writer");
+    EXPECT_LE(e.off_ns, e.wake_ns);
+    EXPECT_LE(e.wake_ns, e.on_ns);
+    EXPECT_EQ(e.hdr.ts_ns, e.on_ns);
+    EXPECT_NE(e.prev_state, 0u);  // TASK_INTERRUPTIBLE
+#if defined(__x86_64__) || defined(__aarch64__)
+    EXPECT_EQ(e.syscall_nr, uint32_t(SYS_read));
+#endif
+    // The first wait also covers the 10 ms before the writer thread starts.
+    double blocked_ms = double(e.wake_ns - e.off_ns) / kMs;
+    double expect_ms = i == 0 ? 60 : 50;
+    EXPECT_NEAR(blocked_ms, expect_ms, 10);
+    // Woken -> running: quick, unless the machine is loaded (CFS slices are ~3 ms).
+    EXPECT_LT(double(e.on_ns - e.wake_ns) / kMs, 40);
+    ASSERT_GE(e.kstack_id, 0);
+    ASSERT_TRUE(stacks.count(e.kstack_id)) << "no ld_kstack for id " << e.kstack_id;
+    const auto& frames = stacks[e.kstack_id];
+    bool pipe = std::any_of(frames.begin(), frames.end(),
+                            [](const std::string& s) { return s.find("pipe_read+") != s.npos; });
+    EXPECT_TRUE(pipe) << join(frames);
+    // The program's own frames (bpf_prog_..., bpf_trace_run4) are cut: __schedule first.
+    EXPECT_EQ(frames.front().rfind("__schedule+", 0), 0u) << join(frames);
+  }
+}
+
+// "burst <start> <end>" lines of a workload's stdout.
+std::vector<std::pair<uint64_t, uint64_t>> parse_bursts(const std::string& out) {
+  std::vector<std::pair<uint64_t, uint64_t>> bursts;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    unsigned long long a, b;
+    if (std::sscanf(line.c_str(), "burst %llu %llu", &a, &b) == 2) bursts.emplace_back(a, b);
+  }
+  return bursts;
+}
+
+// A spinning worker pinned to CPU 0 and a SCHED_FIFO thread pinned there too that runs 10
+// bursts of 20 ms: the worker waits runnable for each burst, preempted by the hog.
+TEST_F(SchedProbe, PreemptedByFifoHog) {
+  Child wl({workload_path("sched_cpu_hog")});
+  Recorded rec = record(wl);
+  auto f = parse_fields(wl.out());
+  auto bursts = parse_bursts(wl.out());
+  ASSERT_TRUE(f.count("worker") && f.count("hog") && f.count("burst_ns")) << wl.out();
+  ASSERT_EQ(bursts.size(), 10u) << wl.out();
+  if (!f["fifo"] || !f["worker_fifo"]) GTEST_SKIP() << "SCHED_FIFO is not allowed here";
+  uint32_t worker = f["worker"];
+
+  std::vector<ld_offcpu> preempted;
+  std::string seen;
+  for (const auto& e : rec.of_type<ld_offcpu>(LD_EV_OFFCPU)) {
+    if (e.hdr.tid != worker) continue;
+    seen += fmt::format("off {:.3f} on {:.3f} ms kind {} waker {} holder {} cpu {}->{}\n",
+                        e.off_ns / kMs, e.on_ns / kMs, e.kind, e.waker_comm, e.holder_comm,
+                        e.off_cpu, e.on_cpu);
+    // Before the bursts the worker may block while starting (thread start, printf,
+    // setting its affinity); during them it only spins.
+    if (e.on_ns < bursts.front().first) continue;
+    EXPECT_EQ(e.kind, uint32_t(LD_OFF_PREEMPTED)) << "the worker never sleeps";
+    EXPECT_EQ(e.wake_ns, 0u);
+    EXPECT_EQ(e.kstack_id, -1);
+    EXPECT_EQ(e.on_cpu, 0u);
+    preempted.push_back(e);
+  }
+
+  // Each burst: the worker was off CPU for all of it, in an interval that names the hog as
+  // the task that took the CPU (waker) or the one it got the CPU back from (holder). On an
+  // idle machine both are the hog. On a busy one the kernel's fair server runs starved CFS
+  // tasks now and then (the worker is FIFO), so the worker may already be off CPU when the
+  // burst starts, or get the CPU back after such a task.
+  int named = 0;
+  uint64_t covered_ns = 0, burst_ns = 0;
+  for (const auto& [start, end] : bursts) {
+    burst_ns += end - start;
+    bool by_hog = false;
+    for (const auto& e : preempted) {
+      if (e.on_ns <= start || e.off_ns >= end) continue;
+      covered_ns += std::min(e.on_ns, end) - std::max(e.off_ns, start);
+      if (std::string(e.waker_comm) == "ld-hog") {
+        EXPECT_EQ(e.waker_tid, f["hog"]);
+        EXPECT_EQ(e.waker_tgid, uint32_t(wl.pid()));
+        by_hog = true;
+      }
+      if (std::string(e.holder_comm) == "ld-hog") {
+        EXPECT_EQ(e.holder_tid, f["hog"]);
+        by_hog = true;
+      }
+    }
+    named += by_hog;
+  }
+  std::printf("bursts %.1f ms, worker off CPU during them %.1f ms, %d of %zu name the hog\n",
+              double(burst_ns) / kMs, double(covered_ns) / kMs, named, bursts.size());
+  EXPECT_GE(named, 8) << seen;
+  EXPECT_NEAR(double(covered_ns), double(burst_ns), 0.05 * double(burst_ns)) << seen;
+}
+
+// 2000 sleeps of 200 us: below the 1 ms threshold, so they arrive summed in ld_sched_agg
+// records (kernel flushes every 100 ms plus the final flush from user space), none lost.
+TEST_F(SchedProbe, ShortSleepsAreSummed) {
+  Child wl({workload_path("sched_short_sleeps")});
+  Recorded rec = record(wl);
+  auto f = parse_fields(wl.out());
+  ASSERT_TRUE(f.count("napper") && f.count("sleeps")) << wl.out();
+  uint32_t napper = f["napper"];
+
+  uint64_t blocked_count = 0, runnable_count = 0, blocked_ns = 0, periods = 0;
+  for (const auto& a : rec.of_type<ld_sched_agg>(LD_EV_SCHED_AGG)) {
+    if (a.hdr.tid != napper) continue;
+    EXPECT_EQ(a.hdr.tgid, uint32_t(wl.pid()));
+    EXPECT_LE(a.period_start_ns, a.hdr.ts_ns);
+    blocked_count += a.blocked_count;
+    runnable_count += a.runnable_count;
+    blocked_ns += a.blocked_ns;
+    periods++;
+  }
+  for (const auto& e : rec.of_type<ld_offcpu>(LD_EV_OFFCPU)) {
+    if (e.hdr.tid != napper || (e.kind == LD_OFF_BLOCKED && e.wake_ns == e.off_ns)) continue;
+    if (e.kind == LD_OFF_BLOCKED) {
+      blocked_count++;
+      blocked_ns += e.wake_ns - e.off_ns;
+    } else {
+      runnable_count++;
+    }
+  }
+  // Each block is one voluntary context switch, each preemption one involuntary switch: the
+  // kernel's counters (read by the thread just before it printed them) are the truth. The
+  // thread may switch a few more times after reading them (printf, exit).
+  uint64_t sleeps = f["sleeps"];
+  EXPECT_GE(double(f["nvcsw"]), 0.9 * double(sleeps));
+  EXPECT_GE(blocked_count, f["nvcsw"]);
+  EXPECT_LE(blocked_count, f["nvcsw"] + 3);
+  EXPECT_GE(runnable_count, f["nivcsw"]);
+  EXPECT_LE(runnable_count, f["nivcsw"] + 3);
+  EXPECT_GE(periods, 3u);
+  // Blocked time is most of the measured sleep time (the rest: entry/exit, wake latency).
+  double slept = double(f["slept_ns"]);
+  EXPECT_GT(double(blocked_ns), slept * 0.6);
+  EXPECT_LT(double(blocked_ns), slept * 1.05);
+}
+
+}  // namespace
+}  // namespace ld::test

@@ -1,0 +1,63 @@
+// Kallsyms: /proc/kallsyms parsing and address -> "func+0xoff" lookup, on a fake file.
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "probes/kallsyms.hpp"
+
+namespace ld::probes {
+namespace {
+
+const char* kFake =
+    "ffffffff81000000 T _stext\n"
+    "ffffffff81001000 t __pfx_do_one\n"
+    "ffffffff81001010 t do_one\n"
+    "ffffffff81001100 T do_two\n"
+    "ffffffff81002000 W weak_fn\n"
+    "ffffffff82000000 D some_data\n"          // data: not a function
+    "ffffffff81001080 T unsorted_in_file\n"   // files are not sorted in module areas
+    "garbage line\n"
+    "zzzzzzzzzzzzzzzz T bad_hex\n"
+    "\n"
+    "ffffffffc0a00000 t mod_fn\t[nf_tables]\n";
+
+Kallsyms fake() {
+  std::istringstream in(kFake);
+  return Kallsyms::parse(in);
+}
+
+TEST(Kallsyms, KeepsTextSymbolsOnly) {
+  EXPECT_EQ(fake().size(), 6u);  // _stext do_one do_two weak_fn unsorted_in_file mod_fn
+}
+
+TEST(Kallsyms, SymbolizesWithOffset) {
+  Kallsyms k = fake();
+  EXPECT_EQ(k.symbolize(0xffffffff81000000), "_stext+0x0");
+  EXPECT_EQ(k.symbolize(0xffffffff8100101a), "do_one+0xa");
+  EXPECT_EQ(k.symbolize(0xffffffff81001090), "unsorted_in_file+0x10");
+  EXPECT_EQ(k.symbolize(0xffffffff81001104), "do_two+0x4");
+  EXPECT_EQ(k.symbolize(0xffffffff81002abc), "weak_fn+0xabc");
+  EXPECT_EQ(k.symbolize(0xffffffffc0a00042), "mod_fn+0x42 [nf_tables]");
+}
+
+TEST(Kallsyms, PaddingPrefixIsNotAFunction) {
+  // __pfx_do_one is skipped: an address in the padding belongs to the function before.
+  EXPECT_EQ(fake().symbolize(0xffffffff81001004), "_stext+0x1004");
+}
+
+TEST(Kallsyms, UnknownAddressesStayNumeric) {
+  Kallsyms k = fake();
+  EXPECT_EQ(k.symbolize(0xffffffff80000000), "0xffffffff80000000");  // below every symbol
+  EXPECT_EQ(k.symbolize(0xffffffffc1000000), "0xffffffffc1000000");  // far past the last
+}
+
+TEST(Kallsyms, HiddenAddressesGiveAnEmptyTable) {
+  // kptr_restrict shows zeros to unprivileged readers.
+  std::istringstream in("0000000000000000 T _stext\n0000000000000000 t do_one\n");
+  Kallsyms k = Kallsyms::parse(in);
+  EXPECT_EQ(k.size(), 0u);
+  EXPECT_EQ(k.symbolize(0xffffffff81000010), "0xffffffff81000010");
+}
+
+}  // namespace
+}  // namespace ld::probes
