@@ -334,7 +334,9 @@ class GilProbe : public Probe {
                            words, method_name(p.method), where);
       case Phase::Gone:
         if (!p.attach_error.empty()) return p.attach_error;
-        return words.empty() ? "process exited" : fmt::format("GIL futex words {}; exited", words);
+        if (!words.empty()) return fmt::format("GIL futex words {}; exited", words);
+        if (p.rt.path.empty()) return "no libpython/python in the target; process exited";
+        return fmt::format("GIL address not learned (no contention seen){}; process exited", where);
     }
     return "";
   }
