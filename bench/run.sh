@@ -46,7 +46,7 @@ start_agent() {
   for _ in $(seq 400); do grep -q "attached to pid" "$work/agent.err" && break; sleep 0.05; done
 }
 stop_agent() {
-  kill -INT "$agent_pid" 2>/dev/null || true
+  pkill -INT -P "$agent_pid" 2>/dev/null || true  # the agent runs under /usr/bin/time
   wait "$agent_pid" 2>/dev/null || true
   sed -n 's/.* in \([0-9]*\) ms;.*/\1/p' "$work/agent.err" >>"$work/attach_ms"
   cat "$work/agent.rss" >>"$work/rss_kb"

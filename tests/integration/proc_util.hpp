@@ -35,6 +35,7 @@ class Child {
     err_path_ = base + ".err";
     pid_ = fork();
     if (pid_ == 0) {
+      setpgid(0, 0);  // its own group, so that grandchildren die with it
       int out = open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       int err = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       dup2(out, 1);
@@ -49,6 +50,7 @@ class Child {
     }
   }
   ~Child() {
+    if (pid_ > 0) kill(-pid_, SIGKILL);  // the whole group: launchers leave grandchildren
     if (pid_ > 0 && !status_) {
       kill(pid_, SIGKILL);
       int st;
