@@ -116,7 +116,16 @@ class CgroupProbe : public Probe {
     std::vector<Watched> next;
     for (uint32_t tgid : targets) {
       auto dirs = host::find_cgroup_dirs("", int(tgid));
-      if (!dirs || dirs->cpu.empty()) continue;
+      // Read after the cgroup file: an exiting task is moved to the root cgroup, so dirs read
+      // from a zombie would name the root's (unlimited) quota.
+      bool alive = host::read_process(int(tgid)).has_value();
+      if (!alive || !dirs || dirs->cpu.empty()) {
+        // Gone (exited): keep sampling its last cgroup, so the final sample at finish() still
+        // covers the end of its run.
+        for (const auto& w : watched_)
+          if (w.tgid == tgid) next.push_back(w);
+        continue;
+      }
       auto same = [&](const Watched& w) { return w.dirs == *dirs; };
       if (std::any_of(next.begin(), next.end(), same)) continue;
       auto old = std::find_if(watched_.begin(), watched_.end(), same);
