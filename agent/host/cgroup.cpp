@@ -7,16 +7,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "util/files.hpp"
+
 namespace ld::host {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return "";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string slurp(const std::string& path) { return util::read_file(path); }
 
 bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 

@@ -8,16 +8,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "util/files.hpp"
+
 namespace ld::host {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return "";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string slurp(const std::string& path) { return util::read_file(path); }
 
 std::vector<std::string_view> split_ws(std::string_view line) {
   std::vector<std::string_view> out;

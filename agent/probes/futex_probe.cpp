@@ -16,10 +16,7 @@ namespace {
 constexpr uint64_t kMinWaitNs = 100'000;  // shorter waits are uncontended noise
 
 bool syscall_tracepoint_exists(const std::string& name) {
-  for (const char* root : {"/sys/kernel/tracing/events/syscalls/",
-                           "/sys/kernel/debug/tracing/events/syscalls/"})
-    if (access((root + std::string("sys_enter_") + name).c_str(), F_OK) == 0) return true;
-  return false;
+  return tracepoint_exists("syscalls", "sys_enter_" + name);
 }
 
 class FutexProbe : public Probe {

@@ -1,5 +1,7 @@
 #include "probes/libbpf_util.hpp"
 
+#include <unistd.h>
+
 #include <bpf/libbpf.h>
 
 #include <cerrno>
@@ -31,6 +33,12 @@ int libbpf_log(enum libbpf_print_level level, const char* format, va_list args) 
 }
 
 }  // namespace
+
+bool tracepoint_exists(const std::string& category, const std::string& name) {
+  for (const char* root : {"/sys/kernel/tracing/events/", "/sys/kernel/debug/tracing/events/"})
+    if (access((root + category + "/" + name).c_str(), F_OK) == 0) return true;
+  return false;
+}
 
 void set_libbpf_verbose(bool verbose) {
   g_verbose = verbose;

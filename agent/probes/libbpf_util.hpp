@@ -21,6 +21,10 @@ using SkelPtr = std::unique_ptr<Skel, SkelDeleter<Skel, Destroy>>;
 // or ProbeUnavailable (this probe cannot run here). `step` is "loading", "attaching", ...
 [[noreturn]] void throw_libbpf_error(const std::string& probe, const char* step, int err);
 
+// Does tracefs list events/CATEGORY/NAME? Probes leave out the programs of tracepoints a
+// kernel lacks (config or architecture) instead of failing to load.
+bool tracepoint_exists(const std::string& category, const std::string& name);
+
 // The last warning libbpf printed (its log is quiet unless --verbose).
 std::string libbpf_last_error();
 void set_libbpf_verbose(bool verbose);

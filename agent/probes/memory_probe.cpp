@@ -23,12 +23,6 @@ constexpr uint64_t kAggNs = 10'000'000;         // small calls summed per 10 ms 
 constexpr uint32_t kFaultBatch = 256;           // faults per ld_faults record, at most
 constexpr uint64_t kFaultSpanNs = 5'000'000;    // a fault batch spans < 5 ms
 
-bool tracepoint_exists(const std::string& category, const std::string& name) {
-  for (const char* root : {"/sys/kernel/tracing/events/", "/sys/kernel/debug/tracing/events/"})
-    if (access((root + category + "/" + name).c_str(), F_OK) == 0) return true;
-  return false;
-}
-
 // Mirrors struct ld_fault_acc / ld_mem_agg in bpf/memory.bpf.c.
 struct FaultAcc {
   uint64_t first_ns, last_ns;

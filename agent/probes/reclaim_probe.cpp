@@ -15,12 +15,6 @@
 namespace ld::probes {
 namespace {
 
-bool tracepoint_exists(const std::string& category, const std::string& name) {
-  for (const char* root : {"/sys/kernel/tracing/events/", "/sys/kernel/debug/tracing/events/"})
-    if (access((root + category + "/" + name).c_str(), F_OK) == 0) return true;
-  return false;
-}
-
 class ReclaimProbe : public Probe {
  public:
   void start(ProbeContext& ctx) override {
