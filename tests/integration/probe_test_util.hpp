@@ -11,7 +11,10 @@
 
 #include <chrono>
 #include <cstring>
+#include <cstdio>
 #include <functional>
+#include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -102,6 +105,38 @@ inline Recorded record_workload(Child& target, const std::string& probes,
     ADD_FAILURE() << "cannot read the trace: " << e.what() << "\n" << out.agent_err;
   }
   unlink(trace.c_str());
+  return out;
+}
+
+// "key value" lines of a workload's stdout (workloads print their tids and timings so).
+inline std::map<std::string, uint64_t> parse_fields(const std::string& out) {
+  std::map<std::string, uint64_t> fields;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    char key[64];
+    unsigned long long value;
+    int used = 0;
+    if (std::sscanf(line.c_str(), "%63s %llu%n", key, &value, &used) == 2 && line[used] == 0)
+      fields[key] = value;
+  }
+  return fields;
+}
+
+// Symbolised frames of every ld_kstack record of `source` (a probe id), by stack id.
+inline std::map<int64_t, std::vector<std::string>> kstacks(const Recorded& rec, uint32_t source) {
+  std::map<int64_t, std::vector<std::string>> out;
+  for (const auto& r : rec.records) {
+    const auto* k = reinterpret_cast<const ld_kstack*>(r.data());
+    if (k->hdr.type != LD_EV_KSTACK || k->hdr.size < sizeof(ld_kstack) || k->source != source)
+      continue;
+    if (k->hdr.size < sizeof(ld_kstack) + size_t(k->depth) * LD_SYM_LEN) continue;
+    const char* frames = reinterpret_cast<const char*>(r.data()) + sizeof(ld_kstack);
+    std::vector<std::string> names;
+    for (uint32_t i = 0; i < k->depth; ++i)
+      names.emplace_back(frames + i * LD_SYM_LEN, strnlen(frames + i * LD_SYM_LEN, LD_SYM_LEN));
+    out[k->stack_id] = std::move(names);
+  }
   return out;
 }
 
