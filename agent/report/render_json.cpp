@@ -19,7 +19,7 @@ J ms_value(double ms) {
   return J(std::round(ms * 1000.0) / 1000.0);
 }
 
-// Convert between nlohmann::json flavours (outliers/findings are plain json; the pretty
+// Convert between nlohmann::json flavours (evidence and facts are plain json; the pretty
 // output keeps insertion order). Through text: these blobs are small.
 template <class J>
 J convert(const nlohmann::json& value, J fallback) {
@@ -122,9 +122,93 @@ J probe_json(const ProbeStatus& probe) {
 }
 
 template <class J>
-J array_or_empty(const nlohmann::json& value) {
-  if (!value.is_array()) return J::array();
-  return convert<J>(value, J::array());
+J cause_json(const CauseTime& c) {
+  J j = J::object();
+  j["cause"] = c.cause;
+  j["ms"] = ms_value<J>(c.ms);
+  j["share"] = std::isfinite(c.share) ? J(std::round(c.share * 1000.0) / 1000.0) : J(nullptr);
+  j["evidence"] = convert<J>(c.evidence, J::object());
+  return j;
+}
+
+template <class J>
+J causes_json(const std::vector<CauseTime>& causes) {
+  J j = J::array();
+  for (const CauseTime& c : causes) j.push_back(cause_json<J>(c));
+  return j;
+}
+
+template <class J>
+J outlier_json(const Outlier& o, int64_t realtime_minus_monotonic_ns) {
+  J j = J::object();
+  j["kind"] = o.kind;
+  j["request"] = o.request;
+  j["token_index"] = o.token_index;
+  j["start_unix_ns"] = o.start_unix_ns;
+  j["duration_ms"] = ms_value<J>(o.duration_ms);
+  j["baseline_ms"] = ms_value<J>(o.baseline_ms);
+  j["causes"] = causes_json<J>(o.causes);
+  // Extensions.
+  j["end_unix_ns"] = mono_to_unix_ns(o.end_mono_ns, realtime_minus_monotonic_ns);
+  j["tid"] = o.tid;
+  j["facts"] = convert<J>(o.facts, J::object());
+  return j;
+}
+
+template <class J>
+J finding_json(const Finding& f) {
+  J j = J::object();
+  j["rule"] = f.rule;
+  j["cause"] = f.cause;
+  j["severity"] = f.severity;
+  j["title"] = f.title;
+  j["evidence"] = f.evidence;
+  j["remedy"] = f.remedy;
+  j["sysctl"] = J::array();
+  for (const SysctlRec& s : f.sysctl) {
+    J rec = J::object();
+    rec["key"] = s.key;
+    rec["value"] = s.value;
+    rec["current"] = s.current;
+    if (!s.caveat.empty()) rec["caveat"] = s.caveat;  // extension
+    j["sysctl"].push_back(rec);
+  }
+  j["verify"] = f.verify;
+  return j;
+}
+
+template <class J>
+J attribution_json(const Report& report) {
+  J j = J::object();
+  j["attributed"] = report.attributed;
+  J config = J::object();
+  config["tpot_mad_k"] = report.outlier_config.tpot_mad_k;
+  config["tpot_floor_ms"] = report.outlier_config.tpot_floor_ms;
+  config["ttft_margin"] = report.outlier_config.ttft_margin;
+  config["ttft_floor_ms"] = report.outlier_config.ttft_floor_ms;
+  j["outlier_config"] = config;
+  J fit = J::object();
+  fit["valid"] = report.ttft_fit.valid;
+  fit["input"] = report.ttft_fit.input;
+  fit["a"] = report.ttft_fit.a;
+  fit["b"] = report.ttft_fit.b;
+  fit["r2"] = report.ttft_fit.r2;
+  fit["n"] = report.ttft_fit.n;
+  j["ttft_fit"] = fit;
+  J typical = J::object();
+  typical["windows"] = report.typical.windows;
+  typical["total_ms"] = ms_value<J>(report.typical.total_ms);
+  typical["causes"] = causes_json<J>(report.typical.causes);
+  j["typical"] = typical;
+  J periodic = J::object();
+  periodic["found"] = report.periodicity.found;
+  if (report.periodicity.found) {
+    periodic["period_s"] = report.periodicity.period_s;
+    periodic["outliers"] = report.periodicity.outliers;
+    periodic["coincides"] = report.periodicity.coincides;
+  }
+  j["periodicity"] = periodic;
+  return j;
 }
 
 template <class J>
@@ -139,12 +223,17 @@ J report_json(const Report& report) {
   j["summary"] = summary_json<J>(report);
   j["requests"] = J::array();
   for (const RequestRow& row : report.request_rows) j["requests"].push_back(request_json<J>(row));
-  j["outliers"] = array_or_empty<J>(report.outliers);
-  j["findings"] = array_or_empty<J>(report.findings);
+  j["outliers"] = J::array();
+  for (const Outlier& o : report.outliers)
+    j["outliers"].push_back(outlier_json<J>(o, report.realtime_minus_monotonic_ns));
+  j["findings"] = J::array();
+  for (const Finding& f : report.findings) j["findings"].push_back(finding_json<J>(f));
   j["probes"] = J::array();
   for (const ProbeStatus& probe : report.probes) j["probes"].push_back(probe_json<J>(probe));
   // Extensions.
   j["token_source"] = report.token_source;
+  j["attribution"] = attribution_json<J>(report);
+  j["host"] = convert<J>(report.host, J::object());
   j["warnings"] = J::array();
   for (const std::string& w : report.warnings) j["warnings"].push_back(w);
   return j;

@@ -169,58 +169,65 @@ std::string requests_section(const Report& r) {
   return out;
 }
 
-// Outliers and findings are filled by later stages as JSON; read them defensively.
-std::string string_field(const nlohmann::json& obj, const char* key) {
-  if (!obj.is_object()) return "";
-  auto it = obj.find(key);
-  if (it == obj.end()) return "";
-  if (it->is_string()) return printable(it->get<std::string>());
-  if (it->is_number()) return it->dump();
-  return "";
+// "disk_io 350.0 ms (syscall=fsync, path=/var/log/app.log)": a cause with its evidence.
+std::string evidence_text(const nlohmann::json& evidence) {
+  if (!evidence.is_object() || evidence.empty()) return "";
+  std::string out;
+  for (const auto& [key, value] : evidence.items()) {
+    if (!out.empty()) out += ", ";
+    out += printable(key) + "=" + (value.is_string() ? printable(value.get<std::string>()) : value.dump());
+  }
+  return " (" + out + ")";
 }
 
-double number_field(const nlohmann::json& obj, const char* key) {
-  if (!obj.is_object()) return NAN;
-  auto it = obj.find(key);
-  if (it == obj.end() || !it->is_number()) return NAN;
-  return it->get<double>();
-}
-
-std::string outliers_section(const nlohmann::json& outliers) {
-  if (!outliers.is_array() || outliers.empty()) return "";
-  std::string out = fmt::format("outliers ({})\n", outliers.size());
-  for (const auto& o : outliers) {
-    std::string line = kIndent + fmt::format("{} {} token {}: {} ms (baseline {} ms)", string_field(o, "kind"),
-                                             string_field(o, "request"), string_field(o, "token_index"),
-                                             ms_cell(number_field(o, "duration_ms")),
-                                             ms_cell(number_field(o, "baseline_ms")));
-    const auto causes = o.is_object() ? o.value("causes", nlohmann::json::array()) : nlohmann::json::array();
-    std::string sep = " <- ";
-    for (const auto& c : causes) {
-      if (!c.is_object()) continue;
-      line += sep + fmt::format("{} {} ms", string_field(c, "cause"), ms_cell(number_field(c, "ms")));
-      sep = ", ";
-    }
-    out += line + "\n";
+std::string cause_list(const std::vector<CauseTime>& causes, bool with_evidence) {
+  std::string out;
+  for (const CauseTime& c : causes) {
+    if (!out.empty()) out += " + ";
+    out += fmt::format("{} {} ms", printable(c.cause), ms_cell(c.ms));
+    if (with_evidence) out += evidence_text(c.evidence);
   }
   return out;
 }
 
-std::string findings_section(const nlohmann::json& findings) {
-  if (!findings.is_array() || findings.empty()) return "";
+std::string outliers_section(const Report& r) {
+  if (r.outliers.empty()) return "";
+  std::string out = fmt::format("outliers ({})\n", r.outliers.size());
+  for (const Outlier& o : r.outliers) {
+    out += kIndent + fmt::format("{} {} token {}: {} ms (baseline {} ms)", o.kind, printable(o.request),
+                                 o.token_index, ms_cell(o.duration_ms), ms_cell(o.baseline_ms));
+    if (!o.causes.empty()) out += " = " + cause_list(o.causes, true);
+    out += "\n";
+  }
+  return out;
+}
+
+std::string typical_section(const Report& r) {
+  if (!r.attributed || r.typical.windows == 0) return "";
+  std::string out = fmt::format("typical token ({} gaps, {} ms each on average)\n", r.typical.windows,
+                                ms_cell(r.typical.total_ms / static_cast<double>(r.typical.windows)));
+  for (const CauseTime& c : r.typical.causes) {
+    out += kIndent + fmt::format("{:<16} {:>5.1f}%  {} ms/token\n", printable(c.cause), c.share * 100.0,
+                                 ms_cell(c.ms / static_cast<double>(r.typical.windows)));
+  }
+  return out;
+}
+
+std::string findings_section(const std::vector<Finding>& findings) {
+  if (findings.empty()) return "";
   std::string out = fmt::format("findings ({})\n", findings.size());
   const std::string more = kIndent + "    ";
-  for (const auto& f : findings) {
-    out += kIndent + fmt::format("[{}] {}\n", string_field(f, "severity"), string_field(f, "title"));
-    if (auto e = string_field(f, "evidence"); !e.empty()) out += more + e + "\n";
-    if (auto r = string_field(f, "remedy"); !r.empty()) out += more + "fix: " + r + "\n";
-    if (f.is_object() && f.contains("sysctl") && f["sysctl"].is_array()) {
-      for (const auto& s : f["sysctl"]) {
-        out += more + fmt::format("sysctl {} = {} (now {})\n", string_field(s, "key"),
-                                  string_field(s, "value"), string_field(s, "current"));
-      }
+  for (const Finding& f : findings) {
+    out += kIndent + fmt::format("[{}] {}\n", printable(f.severity), printable(f.title));
+    if (!f.evidence.empty()) out += more + printable(f.evidence) + "\n";
+    if (!f.remedy.empty()) out += more + "fix: " + printable(f.remedy) + "\n";
+    for (const SysctlRec& s : f.sysctl) {
+      out += more + fmt::format("sysctl {} = {} (now {})", printable(s.key), printable(s.value),
+                                s.current.empty() ? "unknown" : printable(s.current));
+      if (!s.caveat.empty()) out += " - " + printable(s.caveat);
+      out += "\n";
     }
-    if (auto v = string_field(f, "verify"); !v.empty()) out += more + "verify: " + v + "\n";
+    if (!f.verify.empty()) out += more + "verify: " + printable(f.verify) + "\n";
   }
   return out;
 }
@@ -278,7 +285,8 @@ std::string render_text(const Report& report) {
     append_section(out, thresholds_section(report));
     append_section(out, requests_section(report));
   }
-  append_section(out, outliers_section(report.outliers));
+  append_section(out, outliers_section(report));
+  append_section(out, typical_section(report));
   append_section(out, findings_section(report.findings));
   append_section(out, probes_section(report.probes));
   append_section(out, warnings_section(report.warnings));

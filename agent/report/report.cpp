@@ -58,6 +58,7 @@ Report build_report(const analysis::Timeline& timeline, const Target& target,
   Report report;
   report.target = target;
   report.start_unix_ns = mono_to_unix_ns(window_start_mono_ns, realtime_minus_monotonic_ns);
+  report.realtime_minus_monotonic_ns = realtime_minus_monotonic_ns;
   report.duration_ms = window_end_mono_ns > window_start_mono_ns
                            ? (window_end_mono_ns - window_start_mono_ns) / 1'000'000
                            : 0;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,8 @@
 
 #include "analysis/stats.hpp"
 #include "analysis/timeline.hpp"
+
+namespace ld::analysis { struct ThreadTracks; }
 
 namespace ld::report {
 
@@ -57,10 +60,87 @@ struct ThresholdCounts {
   uint64_t gaps_spike = 0;
 };
 
+// ---- attribution (issue 4): where the time of a slow token went
+
+// Time of one window charged to one cause id (interface.md vocabulary). Evidence keys are
+// snake_case; numbers are ms for times, bytes for sizes, plain counts otherwise.
+struct CauseTime {
+  std::string cause;
+  double ms = 0;
+  double share = 0;  // ms / window duration
+  nlohmann::json evidence = nlohmann::json::object();
+};
+
+struct Outlier {
+  std::string kind;             // "ttft" | "tpot"
+  std::string request;          // RequestRow::id
+  uint64_t token_index = 0;     // index of the token that ended the window (0 = first token)
+  uint64_t start_mono_ns = 0;   // window: request start (ttft) or previous token (tpot)
+  uint64_t end_mono_ns = 0;     // the token's send
+  uint64_t start_unix_ns = 0;
+  double duration_ms = 0;
+  double baseline_ms = 0;       // what this window was expected to take
+  uint32_t tid = 0;             // thread that emitted the token (0 = unknown)
+  std::vector<CauseTime> causes;  // by ms, descending; shares sum to <= 1, rest is "unknown"
+  // Window facts beside the split: input_bytes, input_tokens, first_request (bool),
+  // since_target_start_ms, cpu_khz_min, cpu_khz_max, time_wait, connects, throttled_ms, ...
+  nlohmann::json facts = nlohmann::json::object();
+};
+
+// The same accounting summed over every non-outlier TPOT gap: what a typical token costs.
+struct Profile {
+  uint64_t windows = 0;
+  double total_ms = 0;
+  std::vector<CauseTime> causes;  // ms summed over the windows, share of total_ms
+};
+
+// TTFT = a*sqrt(input) + b, least squares over the requests with a known input length.
+struct TtftFit {
+  bool valid = false;              // >= 3 requests with distinct input lengths
+  std::string input = "bytes";     // "bytes" (socket) or "tokens" (token log)
+  double a = 0, b = 0, r2 = 0;
+  uint64_t n = 0;
+};
+
+// Outliers that recur at a fixed period (a scrape, a cron job).
+struct Periodicity {
+  bool found = false;
+  double period_s = 0;
+  uint64_t outliers = 0;           // outliers on the period's grid
+  std::string coincides;           // what happened at those times, e.g. "pid 812 (prometheus) ran"
+};
+
+struct OutlierConfig {
+  double tpot_mad_k = 5;           // a gap is an outlier above median + k*MAD ...
+  double tpot_floor_ms = 150;      // ... and above this floor (digest: "broken sentence")
+  double ttft_margin = 1.5;        // a first token is a spike above margin * fitted baseline ...
+  double ttft_floor_ms = 100;      // ... and at least this many ms above it
+};
+
+// ---- rules (issue 5)
+struct SysctlRec {
+  std::string key;
+  std::string value;
+  std::string current;   // the host's value now ("" = unknown)
+  std::string caveat;
+};
+
+struct Finding {
+  std::string rule;
+  std::string cause;
+  std::string severity;  // info | warn | crit
+  std::string title;
+  std::string evidence;  // a sentence quoting the numbers
+  std::string remedy;
+  std::vector<SysctlRec> sysctl;
+  std::string verify;    // a shell command that confirms the diagnosis
+};
+
 struct Report {
   Target target;
   uint64_t start_unix_ns = 0;
   uint64_t duration_ms = 0;
+  int64_t realtime_minus_monotonic_ns = 0;  // converts the model's *_mono_ns to unix time
   std::string token_source = "sse";  // "sse" or "jsonl:FILE"
   uint64_t requests = 0;
   uint64_t tokens = 0;
@@ -77,8 +157,17 @@ struct Report {
   ThresholdCounts over_thresholds;
   std::vector<RequestRow> request_rows;
   std::vector<ProbeStatus> probes;
-  nlohmann::json outliers = nlohmann::json::array();  // filled by attribution (later)
-  nlohmann::json findings = nlohmann::json::array();  // filled by the rules engine (later)
+  // attribution
+  bool attributed = false;          // false: no evidence probes in the trace, causes unknown
+  OutlierConfig outlier_config;
+  std::vector<Outlier> outliers;
+  Profile typical;
+  TtftFit ttft_fit;
+  Periodicity periodicity;
+  std::vector<Finding> findings;    // filled by the rules engine
+  nlohmann::json host = nlohmann::json::object();  // environment: the trace header's host facts
+  // Per-thread state tracks for the Perfetto export; null unless asked for.
+  std::shared_ptr<const analysis::ThreadTracks> tracks;
   std::vector<std::string> warnings;                  // also printed to stderr by the CLI
 };
 

@@ -191,23 +191,45 @@ TEST(Report, MillisecondsAreRoundedToThreeDecimals) {
   EXPECT_DOUBLE_EQ(j["requests"][0]["tpot_median_ms"].get<double>(), 1.235);
 }
 
-TEST(Report, OutliersAndFindingsPassThroughWithEmptyCauses) {
+TEST(Report, OutliersAndFindingsFollowTheContract) {
   Report r = sample_report();
-  r.outliers.push_back({{"kind", "tpot"}, {"request", "42:c1#2"}, {"token_index", 1},
-                        {"start_unix_ns", 1}, {"duration_ms", 400.0}, {"baseline_ms", 25.0},
-                        {"causes", json::array()}});
-  r.findings.push_back({{"rule", "fsync"}, {"cause", "disk_io"}, {"severity", "warn"},
-                        {"title", "fsync on the token path"}, {"evidence", "3 fsync"},
-                        {"remedy", "log asynchronously"}, {"sysctl", json::array()},
-                        {"verify", "strace -f -e fsync -p 1234"}});
+  ld::report::Outlier o;
+  o.kind = "tpot";
+  o.request = "42:c1#2";
+  o.token_index = 1;
+  o.start_unix_ns = 1;
+  o.duration_ms = 400.0;
+  o.baseline_ms = 25.0;
+  o.causes.push_back({"disk_io", 350.0, 0.875, {{"syscall", "fsync"}, {"path", "/var/log/app.log"}}});
+  o.causes.push_back({"unknown", 50.0, 0.125, json::object()});
+  r.outliers.push_back(o);
+  ld::report::Finding f;
+  f.rule = "fsync";
+  f.cause = "disk_io";
+  f.severity = "warn";
+  f.title = "fsync on the token path";
+  f.evidence = "3 fsync";
+  f.remedy = "log asynchronously";
+  f.sysctl.push_back({"vm.swappiness", "1", "60", ""});
+  f.verify = "strace -f -e fsync -p 1234";
+  r.findings.push_back(f);
   const json j = json::parse(ld::report::render_json(r));
   ASSERT_EQ(j["outliers"].size(), 1u);
-  EXPECT_EQ(j["outliers"][0]["causes"], json::array());
-  EXPECT_EQ(j["findings"][0]["cause"], "disk_io");
+  expect_keys(j["outliers"][0], {"kind", "request", "token_index", "start_unix_ns", "duration_ms",
+                                 "baseline_ms", "causes"});
+  EXPECT_EQ(j["outliers"][0]["causes"][0]["cause"], "disk_io");
+  EXPECT_DOUBLE_EQ(j["outliers"][0]["causes"][0]["share"].get<double>(), 0.875);
+  EXPECT_EQ(j["outliers"][0]["causes"][0]["evidence"]["path"], "/var/log/app.log");
+  expect_keys(j["findings"][0], {"rule", "cause", "severity", "title", "evidence", "remedy", "sysctl", "verify"});
+  EXPECT_EQ(j["findings"][0]["sysctl"][0]["current"], "60");
   const std::string text = ld::report::render_text(r);
   EXPECT_NE(text.find("fsync on the token path"), std::string::npos);
   EXPECT_NE(text.find("fix: log asynchronously"), std::string::npos);
-  EXPECT_NE(text.find("tpot 42:c1#2 token 1: 400.0 ms (baseline 25.0 ms)"), std::string::npos) << text;
+  EXPECT_NE(text.find("sysctl vm.swappiness = 1 (now 60)"), std::string::npos) << text;
+  EXPECT_NE(text.find("tpot 42:c1#2 token 1: 400.0 ms (baseline 25.0 ms) = disk_io 350.0 ms "
+                      "(path=/var/log/app.log, syscall=fsync) + unknown 50.0 ms"),
+            std::string::npos)
+      << text;
 }
 
 TEST(Report, TextShowsTheNumbers) {
