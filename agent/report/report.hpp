@@ -164,6 +164,9 @@ struct Report {
   Profile typical;
   TtftFit ttft_fit;
   Periodicity periodicity;
+  // Whole-window facts from the evidence (time_wait_max, listen_overflows, retransmits,
+  // connects, cgroup_throttled_ms, cpu_khz_min, migrations_per_s, ...): analysis/facts.hpp.
+  nlohmann::json window_facts = nlohmann::json::object();
   std::vector<Finding> findings;    // filled by the rules engine
   nlohmann::json host = nlohmann::json::object();  // environment: the trace header's host facts
   // Per-thread state tracks for the Perfetto export; null unless asked for.
