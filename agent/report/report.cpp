@@ -38,6 +38,9 @@ RequestRow row_of(const analysis::Request& request, const std::vector<double>& g
   row.tpot_stddev_ms = analysis::stddev(gaps);
   row.tpot_max_ms = max_of(gaps);
   row.complete = request.complete;
+  row.start_mono_ns = request.start_ns;
+  row.token_mono_ns = request.token_ns;
+  row.token_tid = request.token_tid;
   return row;
 }
 

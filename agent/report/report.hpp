@@ -44,6 +44,11 @@ struct RequestRow {
   double tpot_stddev_ms = 0;  // NaN with < 2 tokens
   double tpot_max_ms = 0;     // NaN with < 2 tokens
   bool complete = false;      // the end of the response was seen
+  // For plots and timelines (not in the JSON report): monotonic times of the request start
+  // and of every token send, and the thread that sent each token (0 = unknown).
+  uint64_t start_mono_ns = 0;
+  std::vector<uint64_t> token_mono_ns;
+  std::vector<uint32_t> token_tid;
 };
 
 // The article's perception thresholds (digest.md): defaults, configurable by the caller.
