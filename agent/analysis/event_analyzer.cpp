@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/attribution.hpp"
 #include "events.h"
 #include "tokens/token_log.hpp"
 
@@ -72,7 +73,8 @@ void EventAnalyzer::on_record(const ld_hdr& rec, size_t size) {
       if (auto* e = as<ld_task_exit>(rec, size)) sockets_.add(*e); else malformed_++;
       break;
     default:
-      unknown_types_++;
+      if (rec.type >= LD_EV_TYPE_MAX) unknown_types_++;
+      else if (!evidence_.add(rec, size)) malformed_++;
   }
 }
 
@@ -95,12 +97,16 @@ report::Report EventAnalyzer::finish(const nlohmann::json& header, const nlohman
                                    unknown_types_));
 
   Timeline timeline = sockets_.finish();
+  Timeline server_timeline;  // kept when a token log replaces it: attribution maps onto it
+  bool from_log = false;
   std::string used_source = token_source;
   if (token_source.rfind("jsonl:", 0) == 0) {
     try {
       auto log = tokens::read_token_log(token_source.substr(6), offset);
       for (auto& w : log.warnings) warnings.push_back(std::move(w));
+      server_timeline = std::move(timeline);
       timeline = std::move(log.timeline);
+      from_log = true;
       keep_requests_in_window(timeline, start, end, warnings);
     } catch (const std::exception& e) {
       // The recording is worth more than the token log: report from socket sends instead.
@@ -114,6 +120,16 @@ report::Report EventAnalyzer::finish(const nlohmann::json& header, const nlohman
   report.token_source = used_source;
   report.probes = probes_from(trailer.is_object() && trailer.contains("probes") ? trailer["probes"]
                                                                                : header.value("probes", nlohmann::json::array()));
+  report.host = header.value("host", nlohmann::json::object());
+  evidence_.finish();
+  std::set<uint32_t> tgids;
+  for (int pid : report.target.pids) tgids.insert(static_cast<uint32_t>(pid));
+  const auto target = header.value("target", nlohmann::json::object());
+  const uint64_t target_start = target.value("start_mono_ns", uint64_t{0});
+  attribute(report, timeline, from_log ? &server_timeline : nullptr, evidence_, tgids, target_start);
+  if (!report.attributed && !report.outliers.empty())
+    warnings.push_back("no evidence probe ran (only sock?): outliers are found but their causes are unknown; "
+                       "record with --probes all");
   for (auto& w : warnings) report.warnings.push_back(std::move(w));
   return report;
 }

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/evidence.hpp"
 #include "analysis/timeline.hpp"
 #include "report/report.hpp"
 
@@ -32,6 +33,7 @@ class EventAnalyzer {
 
  private:
   SocketTimelineBuilder sockets_;
+  EvidenceStore evidence_;
   uint64_t records_ = 0;
   uint64_t malformed_ = 0;
   uint64_t unknown_types_ = 0;

@@ -1,0 +1,414 @@
+#include "analysis/attribution.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "analysis/stats.hpp"
+#include "events.h"
+
+namespace ld::analysis {
+namespace {
+
+constexpr int kMaxWakerDepth = 4;
+constexpr double kNsPerMs = 1e6;
+
+double ms(uint64_t ns) { return static_cast<double>(ns) / kNsPerMs; }
+
+uint64_t overlap(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+  const uint64_t lo = std::max(a, c), hi = std::min(b, d);
+  return hi > lo ? hi - lo : 0;
+}
+
+// Disjoint sorted intervals: how much of [a, b] a set of (possibly overlapping) spans covers.
+class Intervals {
+ public:
+  void add(uint64_t a, uint64_t b) {
+    if (b > a) spans_.push_back({a, b});
+  }
+  void normalise() {
+    std::sort(spans_.begin(), spans_.end());
+    std::vector<std::pair<uint64_t, uint64_t>> merged;
+    for (const auto& s : spans_) {
+      if (!merged.empty() && s.first <= merged.back().second) merged.back().second = std::max(merged.back().second, s.second);
+      else merged.push_back(s);
+    }
+    spans_ = std::move(merged);
+  }
+  uint64_t total() const {
+    uint64_t sum = 0;
+    for (const auto& s : spans_) sum += s.second - s.first;
+    return sum;
+  }
+  bool covers(uint64_t t) const {
+    for (const auto& s : spans_)
+      if (t >= s.first && t < s.second) return true;
+    return false;
+  }
+  // This set minus `other` (both normalised).
+  Intervals minus(const Intervals& other) const {
+    Intervals out;
+    for (auto [a, b] : spans_) {
+      uint64_t cur = a;
+      for (const auto& o : other.spans_) {
+        if (o.second <= cur || o.first >= b) continue;
+        if (o.first > cur) out.add(cur, o.first);
+        cur = std::max(cur, o.second);
+      }
+      if (cur < b) out.add(cur, b);
+    }
+    return out;
+  }
+  void merge(const Intervals& other) {
+    spans_.insert(spans_.end(), other.spans_.begin(), other.spans_.end());
+    normalise();
+  }
+
+ private:
+  std::vector<std::pair<uint64_t, uint64_t>> spans_;
+};
+
+void note(WindowAccount& acc, Cause cause, uint64_t ns, nlohmann::json strings,
+          std::initializer_list<std::pair<const char*, double>> sums) {
+  CauseEvidence& ev = acc.evidence_of(cause);
+  if (ns >= ev.best_ns && strings.is_object() && !strings.empty()) {
+    ev.best_ns = ns;
+    ev.strings = std::move(strings);
+  }
+  for (const auto& [key, value] : sums) ev.sums[key] += value;
+}
+
+const char* syscall_kind_name(uint32_t kind) {
+  switch (kind) {
+    case LD_SYS_MMAP: return "mmap";
+    case LD_SYS_MUNMAP: return "munmap";
+    case LD_SYS_BRK: return "brk";
+    case LD_SYS_MREMAP: return "mremap";
+    case LD_SYS_MADVISE: return "madvise";
+    case LD_SYS_MEM_AGG: return "small memory calls";
+    case LD_SYS_FSYNC: return "fsync";
+    case LD_SYS_FDATASYNC: return "fdatasync";
+    case LD_SYS_SYNC_FILE_RANGE: return "sync_file_range";
+    case LD_SYS_MSYNC: return "msync";
+    case LD_SYS_SYNC: return "sync";
+    case LD_SYS_SYNCFS: return "syncfs";
+    case LD_SYS_DIRTY_THROTTLE: return "dirty page throttling";
+    case LD_SYS_FUTEX_WAIT: return "futex";
+    case LD_SYS_FUTEX_LOCK_PI: return "futex_lock_pi";
+    case LD_SYS_NANOSLEEP: return "nanosleep";
+    case LD_SYS_EPOLL_WAIT: return "epoll_wait";
+    case LD_SYS_POLL: return "poll";
+    default: return "syscall";
+  }
+}
+
+bool is_memory_kind(uint32_t kind) { return kind >= LD_SYS_MMAP && kind <= LD_SYS_MEM_AGG; }
+bool is_disk_kind(uint32_t kind) { return kind >= LD_SYS_FSYNC && kind <= LD_SYS_DIRTY_THROTTLE; }
+bool is_futex_kind(uint32_t kind) { return kind == LD_SYS_FUTEX_WAIT || kind == LD_SYS_FUTEX_LOCK_PI; }
+bool is_sleep_kind(uint32_t kind) { return kind >= LD_SYS_NANOSLEEP && kind <= LD_SYS_POLL; }
+
+// Items of a list sorted by start that overlap [a, b]. Calls and stalls longer than the
+// look-back are not found from windows that begin after their first minute (a 60 s epoll_wait
+// is classified from the scheduler's syscall number instead).
+constexpr uint64_t kLookBackNs = 60'000'000'000ULL;
+template <class V, class Start, class End, class F>
+void for_overlapping(const V& items, uint64_t a, uint64_t b, Start start, End end, F f) {
+  auto it = std::lower_bound(items.begin(), items.end(), a, [&](const auto& item, uint64_t t) {
+    return start(item) + kLookBackNs < t;
+  });
+  for (; it != items.end() && start(*it) < b; ++it)
+    if (end(*it) > a) f(*it);
+}
+
+std::string hex(uint64_t v) { return fmt::format("{:#x}", v); }
+
+}  // namespace
+
+uint64_t WindowAccount::total_ns() const {
+  uint64_t sum = 0;
+  for (uint64_t v : ns) sum += v;
+  return sum;
+}
+
+Attributor::Attributor(const EvidenceStore& store, std::set<uint32_t> target_tgids)
+    : store_(store), targets_(std::move(target_tgids)) {}
+
+bool Attributor::traced(uint32_t tid, uint32_t tgid) const {
+  if (tid == 0) return false;
+  return targets_.count(tgid) > 0 || store_.thread(tid) != nullptr;
+}
+
+WindowAccount Attributor::account(uint32_t tid, uint64_t a, uint64_t b) const {
+  WindowAccount acc;
+  if (b <= a) return acc;
+  walk(tid, a, b, Cause::kCompute, 0, acc);
+  return acc;
+}
+
+void Attributor::walk(uint32_t tid, uint64_t a, uint64_t b, Cause running_as, int depth,
+                      WindowAccount& acc) const {
+  const ThreadEvidence* t = tid ? store_.thread(tid) : nullptr;
+  if (!t || !store_.has_sched()) {
+    charge_running(t, a, b, running_as, acc);
+    return;
+  }
+  const auto& offs = t->offcpu;
+  auto it = std::upper_bound(offs.begin(), offs.end(), a,
+                             [](uint64_t v, const OffCpu& o) { return v < o.on_ns; });
+  uint64_t cursor = a;
+  for (; it != offs.end() && it->off_ns < b; ++it) {
+    const OffCpu& o = *it;
+    if (o.off_ns > cursor) charge_running(t, cursor, o.off_ns, running_as, acc);
+    const uint64_t ready = o.preempted || o.wake_ns == 0 ? o.off_ns : std::max(o.wake_ns, o.off_ns);
+    if (!o.preempted) {
+      const uint64_t s = std::max(o.off_ns, cursor), e = std::min(ready, b);
+      if (e > s) charge_blocked(*t, o, s, e, depth, acc);
+    }
+    const uint64_t s = std::max(ready, cursor), e = std::min(o.on_ns, b);
+    if (e > s) charge_runnable(o, s, e, acc);
+    cursor = std::max(cursor, std::min(o.on_ns, b));
+  }
+  if (cursor < b) charge_running(t, cursor, b, running_as, acc);
+}
+
+void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b, Cause running_as,
+                                WindowAccount& acc) const {
+  uint64_t left = b - a;
+  // Without scheduler evidence, "running" is only an assumption: say unknown.
+  const Cause base = store_.has_sched() ? running_as : Cause::kUnknown;
+  if (!t) {
+    acc.charge(base, left);
+    return;
+  }
+  // Short off-CPU slices (< the sched probe's threshold) are summed per period: prorate.
+  uint64_t short_runnable = 0;
+  for (const SchedAgg& g : t->aggs) {
+    if (g.end_ns <= a || g.start_ns >= b || g.end_ns <= g.start_ns) continue;
+    const double f = static_cast<double>(overlap(a, b, g.start_ns, g.end_ns)) /
+                     static_cast<double>(g.end_ns - g.start_ns);
+    short_runnable += static_cast<uint64_t>(static_cast<double>(g.runnable_ns) * f);
+  }
+  short_runnable = std::min(short_runnable, left / 2);
+  if (short_runnable) {
+    acc.charge(Cause::kCpuContention, short_runnable);
+    note(acc, Cause::kCpuContention, 0, {}, {{"runnable_ms", ms(short_runnable)}});
+    left -= short_runnable;
+  }
+  // Timed calls and stalls while on CPU, by priority: reclaim, memory calls, sync calls.
+  Intervals reclaim, memory, disk;
+  for_overlapping(t->reclaims, a, b, [](const Reclaim& r) { return r.start_ns; },
+                  [](const Reclaim& r) { return r.end_ns; },
+                  [&](const Reclaim& r) { reclaim.add(std::max(a, r.start_ns), std::min(b, r.end_ns)); });
+  const Syscall* biggest_mem = nullptr;
+  const Syscall* biggest_disk = nullptr;
+  for_overlapping(t->syscalls, a, b, [](const Syscall& s) { return s.start_ns; },
+                  [](const Syscall& s) { return s.end_ns; }, [&](const Syscall& s) {
+                    if (is_memory_kind(s.kind)) {
+                      memory.add(std::max(a, s.start_ns), std::min(b, s.end_ns));
+                      if (!biggest_mem || s.end_ns - s.start_ns > biggest_mem->end_ns - biggest_mem->start_ns) biggest_mem = &s;
+                    } else if (is_disk_kind(s.kind)) {
+                      disk.add(std::max(a, s.start_ns), std::min(b, s.end_ns));
+                      if (!biggest_disk || s.end_ns - s.start_ns > biggest_disk->end_ns - biggest_disk->start_ns) biggest_disk = &s;
+                    }
+                  });
+  reclaim.normalise();
+  memory.normalise();
+  disk.normalise();
+  Intervals covered = reclaim;
+  const Intervals mem_only = memory.minus(covered);
+  covered.merge(mem_only);
+  const Intervals disk_only = disk.minus(covered);
+  covered.merge(disk_only);
+  auto take = [&](Cause cause, uint64_t ns) {
+    ns = std::min(ns, left);
+    acc.charge(cause, ns);
+    left -= ns;
+    return ns;
+  };
+  if (uint64_t ns = take(Cause::kSwapReclaim, reclaim.total()))
+    note(acc, Cause::kSwapReclaim, ns, {{"kind", "direct reclaim"}}, {{"reclaim_ms", ms(ns)}});
+  if (uint64_t ns = take(Cause::kKvAlloc, mem_only.total()); ns && biggest_mem)
+    note(acc, Cause::kKvAlloc, ns, {{"syscall", syscall_kind_name(biggest_mem->kind)}},
+         {{"calls", 1}, {"mmap_bytes", static_cast<double>(biggest_mem->arg0)}});
+  if (uint64_t ns = take(Cause::kDiskIo, disk_only.total()); ns && biggest_disk)
+    note(acc, Cause::kDiskIo, ns, {{"syscall", syscall_kind_name(biggest_disk->kind)}, {"path", biggest_disk->path}},
+         {{"sync_ms", ms(ns)}});
+  // Page faults are counted, not timed: their time comes from the samples below.
+  double faults = 0;
+  for_overlapping(t->faults, a, b, [](const Faults& f) { return f.first_ns; },
+                  [](const Faults& f) { return f.last_ns + 1; }, [&](const Faults& f) {
+                    const uint64_t span = f.last_ns + 1 - f.first_ns;
+                    faults += f.count * static_cast<double>(overlap(a, b, f.first_ns, f.last_ns + 1)) / static_cast<double>(span);
+                  });
+  if (faults >= 1) note(acc, Cause::kKvAlloc, 0, {}, {{"faults", std::round(faults)}});
+  // On-CPU samples place the rest: page faults/zeroing, reclaim, sync, network in the kernel.
+  std::array<uint32_t, kCauseCount> by_cause{};
+  uint32_t samples = 0;
+  auto first = std::lower_bound(t->samples.begin(), t->samples.end(), a,
+                                [](const CpuSample& s, uint64_t v) { return s.ts_ns < v; });
+  for (auto it = first; it != t->samples.end() && it->ts_ns < b; ++it) {
+    if (covered.covers(it->ts_ns)) continue;
+    ++samples;
+    ++by_cause[static_cast<size_t>(it->cause)];
+  }
+  const uint64_t uncovered = left;
+  if (samples > 0) {
+    for (size_t c = 0; c < kCauseCount; ++c) {
+      if (c == static_cast<size_t>(Cause::kCompute) || by_cause[c] == 0) continue;
+      const uint64_t ns = take(static_cast<Cause>(c),
+                               static_cast<uint64_t>(static_cast<double>(uncovered) * by_cause[c] / samples));
+      if (static_cast<Cause>(c) == Cause::kKvAlloc)
+        note(acc, Cause::kKvAlloc, ns, {{"syscall", "page faults"}}, {{"fault_ms", ms(ns)}});
+      else
+        note(acc, static_cast<Cause>(c), ns, {{"kernel", "on-CPU kernel samples"}}, {{"samples", by_cause[c]}});
+    }
+  }
+  acc.charge(base, left);
+}
+
+uint64_t Attributor::throttled_ns_in(uint64_t a, uint64_t b) const {
+  const auto& samples = store_.cgroup_samples();
+  if (samples.size() < 2) return 0;
+  auto after = std::lower_bound(samples.begin(), samples.end(), b,
+                                [](const CgroupSample& s, uint64_t v) { return s.ts_ns < v; });
+  if (after == samples.end()) after = samples.end() - 1;
+  auto before = std::upper_bound(samples.begin(), samples.end(), a,
+                                 [](uint64_t v, const CgroupSample& s) { return v < s.ts_ns; });
+  if (before != samples.begin()) --before;
+  if (after->ts_ns <= before->ts_ns || after->throttled_ns == ~0ULL || before->throttled_ns == ~0ULL ||
+      after->throttled_ns < before->throttled_ns)
+    return 0;
+  const double delta = static_cast<double>(after->throttled_ns - before->throttled_ns);
+  const double span = static_cast<double>(after->ts_ns - before->ts_ns);
+  return static_cast<uint64_t>(delta * std::min(1.0, static_cast<double>(b - a) / span));
+}
+
+void Attributor::charge_runnable(const OffCpu& off, uint64_t a, uint64_t b, WindowAccount& acc) const {
+  const uint64_t len = b - a;
+  uint64_t throttled = std::min(len, throttled_ns_in(a, b));
+  // A runnable thread that waited while the CPU ran idle (the holder is the idle task) was
+  // held back by its cgroup's quota: nothing else keeps a runnable task off an idle CPU.
+  if (off.holder_tid == 0 && !store_.cgroup_samples().empty()) {
+    const auto& last = store_.cgroup_samples().back();
+    if (last.quota_us != ~0ULL) throttled = len;
+  }
+  if (throttled) {
+    acc.charge(Cause::kCgroupThrottle, throttled);
+    note(acc, Cause::kCgroupThrottle, throttled, {}, {{"throttled_ms", ms(throttled)}});
+  }
+  const uint64_t waited = len - throttled;
+  if (!waited) return;
+  acc.charge(Cause::kCpuContention, waited);
+  nlohmann::json culprit = nlohmann::json::object();
+  if (off.holder_tid != 0) {
+    culprit["culprit_comm"] = off.holder_comm;
+    culprit["culprit_pid"] = off.holder_tgid;
+    culprit["culprit_tid"] = off.holder_tid;
+  }
+  note(acc, Cause::kCpuContention, waited, std::move(culprit), {{"runnable_ms", ms(waited)}});
+}
+
+void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint64_t a, uint64_t b,
+                                int depth, WindowAccount& acc) const {
+  const uint64_t len = b - a;
+  // 1. Timed evidence on this thread that covers the block.
+  uint64_t gil_ns = 0;
+  double gil_waits = 0;
+  for_overlapping(t.gil_waits, a, b, [](const GilWait& g) { return g.start_ns; },
+                  [](const GilWait& g) { return g.end_ns; }, [&](const GilWait& g) {
+                    gil_ns += overlap(a, b, g.start_ns, g.end_ns);
+                    gil_waits += g.count;
+                  });
+  const Syscall* call = nullptr;
+  uint64_t call_overlap = 0;
+  for_overlapping(t.syscalls, a, b, [](const Syscall& s) { return s.start_ns; },
+                  [](const Syscall& s) { return s.end_ns; }, [&](const Syscall& s) {
+                    const uint64_t o = overlap(a, b, s.start_ns, s.end_ns);
+                    if (o > call_overlap) { call = &s; call_overlap = o; }
+                  });
+  bool in_reclaim = false;
+  for_overlapping(t.reclaims, a, b, [](const Reclaim& r) { return r.start_ns; },
+                  [](const Reclaim& r) { return r.end_ns; }, [&](const Reclaim&) { in_reclaim = true; });
+
+  Cause cause = Cause::kUnknown;
+  nlohmann::json strings = nlohmann::json::object();
+  std::string syscall = syscall_name(off.syscall_nr);
+  if (gil_ns > 0 || (call && is_futex_kind(call->kind) && store_.is_gil_address(t.tgid, call->arg0))) {
+    cause = Cause::kGil;
+  } else if (in_reclaim) {
+    cause = Cause::kSwapReclaim;
+    strings["kind"] = "direct reclaim";
+  } else if (call && is_disk_kind(call->kind)) {
+    cause = Cause::kDiskIo;
+    strings["syscall"] = syscall_kind_name(call->kind);
+    if (!call->path.empty()) strings["path"] = call->path;
+  } else if (call && is_memory_kind(call->kind)) {
+    cause = Cause::kKvAlloc;
+    strings["syscall"] = syscall_kind_name(call->kind);
+  } else if (call && is_futex_kind(call->kind)) {
+    cause = Cause::kLockContention;
+    strings["uaddr"] = hex(call->arg0);
+  } else if (call && is_sleep_kind(call->kind)) {
+    cause = Cause::kAppWait;
+    strings["syscall"] = syscall_kind_name(call->kind);
+  } else {
+    cause = cause_of_blocking_syscall(off.syscall_nr);
+    if (cause == Cause::kUnknown && off.kstack_id >= 0) {
+      if (auto* frames = store_.kstack(LD_PROBE_SCHED, off.kstack_id)) {
+        cause = classify_kernel_stack(*frames);
+        if (cause == Cause::kCompute) cause = Cause::kUnknown;
+      }
+    }
+    if (!syscall.empty()) strings["syscall"] = syscall;
+  }
+
+  // 2. Waits that are their own explanation, whoever ends them.
+  if (cause == Cause::kGil) {
+    acc.charge(Cause::kGil, len);
+    note(acc, Cause::kGil, len, {{"method", store_.gil_method(t.tgid)}, {"holder_comm", off.waker_comm}},
+         {{"wait_ms", ms(len)}, {"waits", std::max(1.0, gil_waits)}});
+    return;
+  }
+  if (cause == Cause::kDiskIo || cause == Cause::kKvAlloc || cause == Cause::kSwapReclaim) {
+    acc.charge(cause, len);
+    const char* sum_key = cause == Cause::kDiskIo ? "sync_ms" : cause == Cause::kKvAlloc ? "calls" : "reclaim_ms";
+    note(acc, cause, len, std::move(strings), {{sum_key, cause == Cause::kKvAlloc ? 1.0 : ms(len)}});
+    return;
+  }
+  const bool timed_out = call && is_futex_kind(call->kind) && call->ret == -ETIMEDOUT;
+  // 3. Woken by another traced thread: what held that thread up is what held this one up.
+  //    Its running time is the lock's hold time for a lock wait, plain compute otherwise.
+  if (!timed_out && off.waker_tid != t.tid && traced(off.waker_tid, off.waker_tgid) && depth < kMaxWakerDepth) {
+    if (cause == Cause::kLockContention) {
+      strings["holder_comm"] = off.waker_comm;
+      strings["holder_pid"] = off.waker_tgid;
+      note(acc, Cause::kLockContention, len, std::move(strings), {{"waits", 1}});
+    }
+    walk(off.waker_tid, a, b, cause == Cause::kLockContention ? Cause::kLockContention : Cause::kCompute,
+         depth + 1, acc);
+    return;
+  }
+  // 4. Woken by a timer, an interrupt or an untraced process.
+  if (cause == Cause::kLockContention && (timed_out || off.waker_tid == 0 || off.waker_tid == t.tid)) {
+    cause = Cause::kAppWait;  // a timed condition wait that ran out: the program chose to wait
+    strings = {{"syscall", "futex (timed out)"}};
+  }
+  if (cause == Cause::kLockContention && off.waker_tid != 0) {
+    strings["holder_comm"] = off.waker_comm;
+    strings["holder_pid"] = off.waker_tgid;
+  }
+  if (cause == Cause::kUnknown && off.waker_tid != 0) {
+    strings["woken_by"] = fmt::format("{} ({})", off.waker_comm, off.waker_tgid);
+  }
+  acc.charge(cause, len);
+  if (cause == Cause::kNetwork)
+    note(acc, cause, len, std::move(strings), {{"send_ms", ms(len)}});
+  else if (cause == Cause::kLockContention)
+    note(acc, cause, len, std::move(strings), {{"waits", 1}});
+  else
+    note(acc, cause, len, std::move(strings), {});
+}
+
+}  // namespace ld::analysis

@@ -1,0 +1,343 @@
+#include "analysis/evidence.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "events.h"
+
+namespace ld::analysis {
+namespace {
+
+template <typename T>
+const T* as(const ld_hdr& rec, size_t size) {
+  return size >= sizeof(T) ? reinterpret_cast<const T*>(&rec) : nullptr;
+}
+
+std::string comm_string(const char* comm) { return std::string(comm, strnlen(comm, LD_COMM_LEN)); }
+
+template <class V, class Key>
+void sort_by(V& items, Key key) {
+  std::sort(items.begin(), items.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
+}
+
+bool contains(const std::string& frame, const char* needle) { return frame.find(needle) != std::string::npos; }
+
+}  // namespace
+
+const char* cause_id(Cause cause) {
+  switch (cause) {
+    case Cause::kCompute: return "compute";
+    case Cause::kKvAlloc: return "kv_alloc";
+    case Cause::kCpuFrequency: return "cpu_frequency";
+    case Cause::kGil: return "gil";
+    case Cause::kDiskIo: return "disk_io";
+    case Cause::kTimeWait: return "time_wait";
+    case Cause::kCpuContention: return "cpu_contention";
+    case Cause::kCgroupThrottle: return "cgroup_throttle";
+    case Cause::kLockContention: return "lock_contention";
+    case Cause::kSwapReclaim: return "swap_reclaim";
+    case Cause::kNetwork: return "network";
+    case Cause::kAppWait: return "app_wait";
+    case Cause::kColdStart: return "cold_start";
+    case Cause::kUnknown:
+    case Cause::kCount: break;
+  }
+  return "unknown";
+}
+
+std::string syscall_name(uint32_t nr) {
+  // x86_64 numbers (arch/x86/entry/syscalls/syscall_64.tbl) of the calls a server blocks in.
+  static const std::map<uint32_t, const char*> names = {
+      {0, "read"},         {1, "write"},         {7, "poll"},           {9, "mmap"},
+      {11, "munmap"},      {12, "brk"},          {16, "ioctl"},         {17, "pread64"},
+      {18, "pwrite64"},    {19, "readv"},        {20, "writev"},        {23, "select"},
+      {25, "mremap"},      {26, "msync"},        {28, "madvise"},       {35, "nanosleep"},
+      {40, "sendfile"},    {43, "accept"},       {44, "sendto"},        {45, "recvfrom"},
+      {46, "sendmsg"},     {47, "recvmsg"},      {61, "wait4"},         {73, "flock"},
+      {74, "fsync"},       {75, "fdatasync"},    {162, "sync"},         {202, "futex"},
+      {208, "io_getevents"}, {230, "clock_nanosleep"}, {232, "epoll_wait"}, {257, "openat"},
+      {270, "pselect6"},   {271, "ppoll"},       {277, "sync_file_range"}, {281, "epoll_pwait"},
+      {285, "fallocate"},  {288, "accept4"},     {299, "recvmmsg"},     {306, "syncfs"},
+      {307, "sendmmsg"},   {426, "io_uring_enter"}, {441, "epoll_pwait2"}, {449, "futex_waitv"},
+      {455, "futex_wait"},
+  };
+  if (nr == ~0u) return "";
+  auto it = names.find(nr);
+  return it != names.end() ? it->second : "syscall " + std::to_string(nr);
+}
+
+Cause cause_of_blocking_syscall(uint32_t nr) {
+  switch (nr) {
+    case 74: case 75: case 162: case 277: case 306: case 26: case 17: case 18: case 285:
+    case 208: case 73:
+      return Cause::kDiskIo;
+    case 202: case 449: case 455:
+      return Cause::kLockContention;
+    case 35: case 230: case 7: case 23: case 232: case 270: case 271: case 281: case 441:
+    case 61:
+      return Cause::kAppWait;
+    case 9: case 11: case 12: case 25: case 28:
+      return Cause::kKvAlloc;
+    case 44: case 45: case 46: case 47: case 299: case 307: case 43: case 288: case 40:
+      return Cause::kNetwork;
+    default:
+      return Cause::kUnknown;  // read/write/ioctl: depends on the file
+  }
+}
+
+Cause classify_kernel_stack(const std::vector<std::string>& frames) {
+  // Reclaim and swap first: they run inside page faults and allocations.
+  for (const std::string& f : frames) {
+    if (contains(f, "try_to_free_pages") || contains(f, "shrink_node") || contains(f, "shrink_lruvec") ||
+        contains(f, "try_to_free_mem_cgroup_pages") || contains(f, "compact_zone") ||
+        contains(f, "swap_readpage") || contains(f, "do_swap_page") || contains(f, "swap_read_folio") ||
+        contains(f, "__alloc_pages_direct"))
+      return Cause::kSwapReclaim;
+  }
+  for (const std::string& f : frames) {
+    if (contains(f, "vfs_fsync") || contains(f, "do_fsync") || contains(f, "sync_file") ||
+        contains(f, "file_write_and_wait") || contains(f, "jbd2") || contains(f, "blkdev_issue_flush") ||
+        contains(f, "io_schedule") || contains(f, "balance_dirty_pages") || contains(f, "ksys_sync") ||
+        contains(f, "folio_wait_bit") || contains(f, "wait_on_page_bit") || contains(f, "submit_bio_wait"))
+      return Cause::kDiskIo;
+    if (contains(f, "exc_page_fault") || contains(f, "handle_mm_fault") || contains(f, "clear_page") ||
+        contains(f, "clear_huge_page") || contains(f, "folio_zero") || contains(f, "do_anonymous_page") ||
+        contains(f, "__do_munmap") || contains(f, "do_vmi_munmap") || contains(f, "unmap_region") ||
+        contains(f, "zap_pte_range") || contains(f, "do_mmap") || contains(f, "__x64_sys_brk") ||
+        contains(f, "do_madvise") || contains(f, "__x64_sys_mremap") || contains(f, "vm_mmap"))
+      return Cause::kKvAlloc;
+    if (contains(f, "futex_wait") || contains(f, "futex_lock_pi") || contains(f, "rwsem_down") ||
+        contains(f, "mutex_lock") || contains(f, "rt_mutex"))
+      return Cause::kLockContention;
+    if (contains(f, "do_nanosleep") || contains(f, "hrtimer_nanosleep") || contains(f, "ep_poll") ||
+        contains(f, "do_sys_poll") || contains(f, "do_select"))
+      return Cause::kAppWait;
+    if (contains(f, "tcp_sendmsg") || contains(f, "tcp_recvmsg") || contains(f, "sk_wait_data") ||
+        contains(f, "sk_stream_wait_memory") || contains(f, "unix_stream_sendmsg") ||
+        contains(f, "__dev_queue_xmit") || contains(f, "net_rx_action"))
+      return Cause::kNetwork;
+  }
+  return Cause::kCompute;
+}
+
+ThreadEvidence& EvidenceStore::thread_of(const ld_hdr& rec) {
+  ThreadEvidence& t = threads_[rec.tid];
+  t.tid = rec.tid;
+  t.tgid = rec.tgid;
+  return t;
+}
+
+void EvidenceStore::name(uint32_t tid, uint32_t tgid, const char* comm) {
+  (void)tgid;
+  if (tid == 0 && comm[0] == 0) return;
+  auto& slot = comms_[tid];
+  if (slot.empty()) slot = comm_string(comm);
+}
+
+bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
+  switch (rec.type) {
+    case LD_EV_OFFCPU: {
+      auto* e = as<ld_offcpu>(rec, size);
+      if (!e) return false;
+      OffCpu o;
+      o.off_ns = e->off_ns;
+      o.wake_ns = e->wake_ns;
+      o.on_ns = e->on_ns;
+      o.preempted = e->kind == LD_OFF_PREEMPTED;
+      o.syscall_nr = e->syscall_nr;
+      o.kstack_id = e->kstack_id;
+      o.waker_tid = e->waker_tid;
+      o.waker_tgid = e->waker_tgid;
+      o.holder_tid = e->holder_tid;
+      o.holder_tgid = e->holder_tgid;
+      o.waker_comm = comm_string(e->waker_comm);
+      o.holder_comm = comm_string(e->holder_comm);
+      name(e->waker_tid, e->waker_tgid, e->waker_comm);
+      name(e->holder_tid, e->holder_tgid, e->holder_comm);
+      thread_of(rec).offcpu.push_back(std::move(o));
+      has_sched_ = true;
+      break;
+    }
+    case LD_EV_SCHED_AGG: {
+      auto* e = as<ld_sched_agg>(rec, size);
+      if (!e) return false;
+      thread_of(rec).aggs.push_back({e->period_start_ns, rec.ts_ns, e->blocked_ns, e->runnable_ns});
+      has_sched_ = true;
+      break;
+    }
+    case LD_EV_MIGRATE:
+      thread_of(rec).migrations++;
+      break;
+    case LD_EV_CPU_SAMPLE: {
+      auto* e = as<ld_cpu_sample>(rec, size);
+      if (!e) return false;
+      CpuSample s;
+      s.ts_ns = rec.ts_ns;
+      s.user_mode = e->user_mode != 0;
+      s.kstack_id = e->kstack_id;
+      thread_of(rec).samples.push_back(s);
+      has_samples_ = true;
+      break;
+    }
+    case LD_EV_KSTACK: {
+      auto* e = as<ld_kstack>(rec, size);
+      if (!e) return false;
+      const size_t depth = std::min<size_t>(e->depth, LD_KSTACK_MAX_DEPTH);
+      if (sizeof(ld_kstack) + depth * LD_SYM_LEN > size) return false;
+      const char* frames = reinterpret_cast<const char*>(e + 1);
+      std::vector<std::string> list;
+      for (size_t i = 0; i < depth; ++i) list.emplace_back(frames + i * LD_SYM_LEN, strnlen(frames + i * LD_SYM_LEN, LD_SYM_LEN));
+      kstacks_[{e->source, e->stack_id}] = std::move(list);
+      break;
+    }
+    case LD_EV_SYSCALL: {
+      auto* e = as<ld_syscall>(rec, size);
+      if (!e) return false;
+      Syscall s;
+      s.start_ns = e->start_ns;
+      s.end_ns = e->start_ns + e->dur_ns;
+      s.kind = e->kind;
+      s.arg0 = e->arg0;
+      s.arg1 = e->arg1;
+      s.ret = e->ret;
+      if (e->path_len && sizeof(ld_syscall) + e->path_len <= size)
+        s.path.assign(reinterpret_cast<const char*>(e + 1), e->path_len);
+      thread_of(rec).syscalls.push_back(std::move(s));
+      break;
+    }
+    case LD_EV_FAULTS: {
+      auto* e = as<ld_faults>(rec, size);
+      if (!e) return false;
+      thread_of(rec).faults.push_back({e->first_ns, rec.ts_ns, e->count});
+      break;
+    }
+    case LD_EV_BLOCK_RQ: {
+      auto* e = as<ld_block_rq>(rec, size);
+      if (!e) return false;
+      thread_of(rec).block_rqs.push_back({e->issue_ns, rec.ts_ns, e->bytes, (e->rwbs & LD_RWBS_WRITE) != 0});
+      break;
+    }
+    case LD_EV_RECLAIM: {
+      auto* e = as<ld_reclaim>(rec, size);
+      if (!e) return false;
+      thread_of(rec).reclaims.push_back({e->start_ns, rec.ts_ns, e->kind});
+      break;
+    }
+    case LD_EV_GIL_ADDR: {
+      auto* e = as<ld_gil_addr>(rec, size);
+      if (!e) return false;
+      gil_ranges_[rec.tgid].push_back({e->uaddr_lo, e->uaddr_hi});
+      gil_methods_[rec.tgid] = e->method;
+      break;
+    }
+    case LD_EV_GIL_WAIT: {
+      auto* e = as<ld_gil_wait>(rec, size);
+      if (!e) return false;
+      thread_of(rec).gil_waits.push_back({e->start_ns, rec.ts_ns, e->dur_ns, e->count});
+      break;
+    }
+    case LD_EV_TCP_STATE: {
+      auto* e = as<ld_tcp_state>(rec, size);
+      if (!e) return false;
+      TcpEvent t;
+      t.ts_ns = rec.ts_ns;
+      t.oldstate = e->oldstate;
+      t.newstate = e->newstate;
+      t.lport = e->lport;
+      t.time_wait = (e->flags & LD_TCP_F_TW_INFERRED) || e->newstate == LD_TCP_TIME_WAIT;
+      t.established = e->newstate == LD_TCP_ESTABLISHED;
+      tcp_.push_back(t);
+      break;
+    }
+    case LD_EV_TCP_RETRANS:
+      retransmits_.push_back(rec.ts_ns);
+      break;
+    case LD_EV_NET_SAMPLE: {
+      auto* e = as<ld_net_sample>(rec, size);
+      if (!e) return false;
+      net_.push_back({rec.ts_ns, e->listen_overflows, e->listen_drops, e->tcp_timewait, e->retrans_segs,
+                      e->passive_opens, e->active_opens});
+      break;
+    }
+    case LD_EV_CGROUP_SAMPLE: {
+      auto* e = as<ld_cgroup_sample>(rec, size);
+      if (!e) return false;
+      cgroup_.push_back({rec.ts_ns, e->nr_throttled, e->throttled_ns, e->quota_us, e->period_us});
+      break;
+    }
+    case LD_EV_CPU_FREQ: {
+      auto* e = as<ld_cpu_freq>(rec, size);
+      if (!e) return false;
+      freq_.push_back({rec.ts_ns, e->cpu_id, e->khz, e->max_khz});
+      break;
+    }
+    default:
+      return false;
+  }
+  evidence_records_++;
+  return true;
+}
+
+void EvidenceStore::finish() {
+  for (auto& [tid, t] : threads_) {
+    sort_by(t.offcpu, [](const OffCpu& o) { return o.on_ns; });
+    sort_by(t.aggs, [](const SchedAgg& a) { return a.end_ns; });
+    sort_by(t.syscalls, [](const Syscall& s) { return s.start_ns; });
+    sort_by(t.gil_waits, [](const GilWait& g) { return g.start_ns; });
+    sort_by(t.faults, [](const Faults& f) { return f.first_ns; });
+    sort_by(t.samples, [](const CpuSample& s) { return s.ts_ns; });
+    sort_by(t.reclaims, [](const Reclaim& r) { return r.start_ns; });
+    sort_by(t.block_rqs, [](const BlockRq& b) { return b.issue_ns; });
+    for (CpuSample& s : t.samples) {
+      if (s.user_mode || s.kstack_id < 0) continue;
+      if (auto* frames = kstack(LD_PROBE_PERF, s.kstack_id)) s.cause = classify_kernel_stack(*frames);
+    }
+    if (t.comm.empty()) t.comm = comm_of(tid);
+  }
+  sort_by(cgroup_, [](const CgroupSample& c) { return c.ts_ns; });
+  sort_by(net_, [](const NetSample& n) { return n.ts_ns; });
+  sort_by(tcp_, [](const TcpEvent& e) { return e.ts_ns; });
+  sort_by(freq_, [](const FreqSample& f) { return f.ts_ns; });
+  std::sort(retransmits_.begin(), retransmits_.end());
+}
+
+const ThreadEvidence* EvidenceStore::thread(uint32_t tid) const {
+  auto it = threads_.find(tid);
+  return it == threads_.end() ? nullptr : &it->second;
+}
+
+std::string EvidenceStore::comm_of(uint32_t tid) const {
+  auto it = comms_.find(tid);
+  return it == comms_.end() ? "" : it->second;
+}
+
+bool EvidenceStore::is_gil_address(uint32_t tgid, uint64_t uaddr) const {
+  auto it = gil_ranges_.find(tgid);
+  if (it == gil_ranges_.end()) return false;
+  for (const auto& [lo, hi] : it->second)
+    if (uaddr >= lo && uaddr < hi) return true;
+  return false;
+}
+
+std::string EvidenceStore::gil_method(uint32_t tgid) const {
+  auto it = gil_methods_.find(tgid);
+  if (it == gil_methods_.end()) return "";
+  switch (it->second) {
+    case LD_GIL_TAKE_GIL: return "take_gil";
+    case LD_GIL_RESTORE_THREAD: return "PyEval_RestoreThread";
+    case LD_GIL_RUNTIME: return "_PyRuntime";
+    default: return "unknown";
+  }
+}
+
+uint64_t EvidenceStore::retransmits_between(uint64_t a, uint64_t b) const {
+  return std::lower_bound(retransmits_.begin(), retransmits_.end(), b) -
+         std::lower_bound(retransmits_.begin(), retransmits_.end(), a);
+}
+
+const std::vector<std::string>* EvidenceStore::kstack(uint32_t source, int64_t id) const {
+  auto it = kstacks_.find({source, id});
+  return it == kstacks_.end() ? nullptr : &it->second;
+}
+
+}  // namespace ld::analysis

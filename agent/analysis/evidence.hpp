@@ -1,0 +1,179 @@
+// The evidence of a recording, indexed for attribution: every evidence record (bpf/events.h)
+// kept per thread and sorted by time, so that "what was thread T doing in [a, b]" is a few
+// binary searches. Pure analysis: knows nothing of libbpf.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+struct ld_hdr;
+
+namespace ld::analysis {
+
+// What a span of time is charged to. Ids are the cause vocabulary of interface.md.
+enum class Cause : uint8_t {
+  kCompute,
+  kKvAlloc,
+  kCpuFrequency,
+  kGil,
+  kDiskIo,
+  kTimeWait,
+  kCpuContention,
+  kCgroupThrottle,
+  kLockContention,
+  kSwapReclaim,
+  kNetwork,
+  kAppWait,
+  kColdStart,
+  kUnknown,
+  kCount
+};
+const char* cause_id(Cause cause);
+
+// x86_64 syscall numbers as the sched probe records them (ld_offcpu.syscall_nr).
+std::string syscall_name(uint32_t nr);
+// The cause a thread blocked in syscall `nr` is waiting for, before looking at who woke it:
+// fsync -> disk_io, futex -> lock_contention, nanosleep/epoll/poll -> app_wait, mmap -> kv_alloc,
+// socket IO -> network; kUnknown when the syscall says nothing.
+Cause cause_of_blocking_syscall(uint32_t nr);
+
+// Kernel stacks (symbolised, innermost first) classified by the code they were in.
+Cause classify_kernel_stack(const std::vector<std::string>& frames);
+
+struct OffCpu {
+  uint64_t off_ns = 0, wake_ns = 0, on_ns = 0;
+  bool preempted = false;
+  uint32_t syscall_nr = ~0u;
+  int64_t kstack_id = -1;
+  uint32_t waker_tid = 0, waker_tgid = 0;
+  uint32_t holder_tid = 0, holder_tgid = 0;
+  std::string waker_comm, holder_comm;
+};
+
+struct SchedAgg {
+  uint64_t start_ns = 0, end_ns = 0;
+  uint64_t blocked_ns = 0, runnable_ns = 0;
+};
+
+struct Syscall {
+  uint64_t start_ns = 0, end_ns = 0;
+  uint32_t kind = 0;  // enum ld_syscall_kind
+  uint64_t arg0 = 0, arg1 = 0;
+  int64_t ret = 0;
+  std::string path;
+};
+
+struct GilWait {
+  uint64_t start_ns = 0, end_ns = 0, dur_ns = 0;
+  uint32_t count = 0;
+};
+
+struct Faults {
+  uint64_t first_ns = 0, last_ns = 0;
+  uint32_t count = 0;
+};
+
+struct CpuSample {
+  uint64_t ts_ns = 0;
+  Cause cause = Cause::kCompute;  // compute for user mode or an ordinary kernel path
+  bool user_mode = true;
+  int64_t kstack_id = -1;         // classified in finish(): stacks come at the end of a trace
+};
+
+struct Reclaim {
+  uint64_t start_ns = 0, end_ns = 0;
+  uint32_t kind = 0;
+};
+
+struct BlockRq {
+  uint64_t issue_ns = 0, complete_ns = 0;
+  uint32_t bytes = 0;
+  bool write = false;
+};
+
+// Everything known of one thread, each list sorted by start time after finish().
+struct ThreadEvidence {
+  uint32_t tid = 0, tgid = 0;
+  std::string comm;  // when some record named it (as a waker or holder)
+  std::vector<OffCpu> offcpu;
+  std::vector<SchedAgg> aggs;
+  std::vector<Syscall> syscalls;
+  std::vector<GilWait> gil_waits;
+  std::vector<Faults> faults;
+  std::vector<CpuSample> samples;
+  std::vector<Reclaim> reclaims;
+  std::vector<BlockRq> block_rqs;
+  uint64_t migrations = 0;
+};
+
+struct CgroupSample {
+  uint64_t ts_ns = 0;
+  uint64_t nr_throttled = 0, throttled_ns = 0;
+  uint64_t quota_us = ~0ULL, period_us = ~0ULL;
+};
+
+struct NetSample {
+  uint64_t ts_ns = 0;
+  uint64_t listen_overflows = 0, listen_drops = 0, time_wait = 0, retrans_segs = 0;
+  uint64_t passive_opens = 0, active_opens = 0;
+};
+
+struct TcpEvent {
+  uint64_t ts_ns = 0;
+  uint16_t oldstate = 0, newstate = 0, lport = 0;
+  bool time_wait = false;  // entered TIME_WAIT (inferred)
+  bool established = false;
+};
+
+struct FreqSample {
+  uint64_t ts_ns = 0;
+  uint32_t cpu = 0, khz = 0, max_khz = 0;
+};
+
+class EvidenceStore {
+ public:
+  // Returns false for records that are not evidence (socket IO is the timeline's).
+  bool add(const ld_hdr& rec, size_t size);
+  void finish();  // sort; classify samples with the kernel stacks; call once
+
+  bool empty() const { return evidence_records_ == 0; }
+  uint64_t records() const { return evidence_records_; }
+  bool has_sched() const { return has_sched_; }
+  bool has_samples() const { return has_samples_; }
+
+  const ThreadEvidence* thread(uint32_t tid) const;
+  const std::unordered_map<uint32_t, ThreadEvidence>& threads() const { return threads_; }
+  std::string comm_of(uint32_t tid) const;  // "" when no record named it
+  bool is_gil_address(uint32_t tgid, uint64_t uaddr) const;
+  std::string gil_method(uint32_t tgid) const;
+  const std::vector<CgroupSample>& cgroup_samples() const { return cgroup_; }
+  const std::vector<NetSample>& net_samples() const { return net_; }
+  const std::vector<TcpEvent>& tcp_events() const { return tcp_; }
+  const std::vector<FreqSample>& freq_samples() const { return freq_; }
+  uint64_t retransmits_between(uint64_t a, uint64_t b) const;
+  const std::vector<std::string>* kstack(uint32_t source, int64_t id) const;
+
+ private:
+  ThreadEvidence& thread_of(const ld_hdr& rec);
+  void name(uint32_t tid, uint32_t tgid, const char* comm);
+
+  std::unordered_map<uint32_t, ThreadEvidence> threads_;
+  std::unordered_map<uint32_t, std::string> comms_;
+  std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> gil_ranges_;
+  std::map<uint32_t, uint32_t> gil_methods_;
+  std::map<std::pair<uint32_t, int64_t>, std::vector<std::string>> kstacks_;
+  std::vector<CgroupSample> cgroup_;
+  std::vector<NetSample> net_;
+  std::vector<TcpEvent> tcp_;
+  std::vector<FreqSample> freq_;
+  std::vector<uint64_t> retransmits_;
+  uint64_t evidence_records_ = 0;
+  bool has_sched_ = false;
+  bool has_samples_ = false;
+};
+
+}  // namespace ld::analysis

@@ -1,0 +1,414 @@
+// Outlier detection, the TTFT baseline fit, periodicity, window facts and the report's
+// attribution section (attribute() in attribution.hpp).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "analysis/attribution.hpp"
+#include "analysis/stats.hpp"
+
+namespace ld::analysis {
+namespace {
+
+constexpr double kNsPerMs = 1e6;
+double ms(uint64_t ns) { return static_cast<double>(ns) / kNsPerMs; }
+
+double mad(const std::vector<double>& values, double center) {
+  std::vector<double> dev;
+  dev.reserve(values.size());
+  for (double v : values) dev.push_back(std::fabs(v - center));
+  return median(dev);
+}
+
+// A window to attribute: [a, b] on the thread that sent the token at b.
+struct Window {
+  std::string kind;
+  size_t request = 0;  // index into the timeline
+  uint64_t token_index = 0;
+  uint64_t a = 0, b = 0;
+  uint64_t walk_from = 0;  // the server saw the request at this time (jsonl: may be after a)
+  uint32_t tid = 0;
+  double baseline_ms = 0;
+};
+
+std::vector<report::CauseTime> causes_of(const WindowAccount& acc, uint64_t window_ns) {
+  std::vector<report::CauseTime> causes;
+  for (size_t c = 0; c < kCauseCount; ++c) {
+    if (acc.ns[c] == 0) continue;
+    report::CauseTime ct;
+    ct.cause = cause_id(static_cast<Cause>(c));
+    ct.ms = ms(acc.ns[c]);
+    ct.share = window_ns ? static_cast<double>(acc.ns[c]) / static_cast<double>(window_ns) : 0;
+    ct.evidence = acc.evidence[c].strings;
+    for (const auto& [key, value] : acc.evidence[c].sums) ct.evidence[key] = std::round(value * 1000.0) / 1000.0;
+    causes.push_back(std::move(ct));
+  }
+  std::sort(causes.begin(), causes.end(), [](const auto& x, const auto& y) { return x.ms > y.ms; });
+  return causes;
+}
+
+// The server-side request a token-log request corresponds to: the one whose first token send
+// is nearest before the log's first token (the client receives after the server sends).
+std::vector<const Request*> match_server(const Timeline& log, const Timeline* server) {
+  std::vector<const Request*> matched(log.requests.size(), nullptr);
+  if (!server) return matched;
+  std::vector<bool> used(server->requests.size(), false);
+  for (size_t i = 0; i < log.requests.size(); ++i) {
+    const Request& r = log.requests[i];
+    if (r.token_ns.empty()) continue;
+    int64_t best = -1;
+    uint64_t best_gap = 50'000'000;  // 50 ms: clocks are aligned to well under that
+    for (size_t j = 0; j < server->requests.size(); ++j) {
+      const Request& s = server->requests[j];
+      if (used[j] || s.token_ns.empty()) continue;
+      const uint64_t gap = s.token_ns[0] > r.token_ns[0] ? s.token_ns[0] - r.token_ns[0] : r.token_ns[0] - s.token_ns[0];
+      if (gap < best_gap) { best_gap = gap; best = static_cast<int64_t>(j); }
+    }
+    if (best >= 0) {
+      used[best] = true;
+      matched[i] = &server->requests[best];
+    }
+  }
+  return matched;
+}
+
+uint32_t token_thread(const Request& r, const Request* server, size_t token) {
+  const Request& source = server ? *server : r;
+  if (token < source.token_tid.size() && source.token_tid[token]) return source.token_tid[token];
+  for (uint32_t tid : source.token_tid)
+    if (tid) return tid;
+  return 0;
+}
+
+double input_of(const Request& r) {
+  return r.input_tokens >= 0 ? static_cast<double>(r.input_tokens) : static_cast<double>(r.input_bytes);
+}
+
+std::vector<Window> find_outliers(const Timeline& timeline, const std::vector<const Request*>& server,
+                                  const report::OutlierConfig& config, report::TtftFit& fit,
+                                  std::vector<Window>& typical) {
+  std::vector<Window> out;
+  // TPOT: every gap against the pooled median + k * MAD, and an absolute floor.
+  std::vector<double> gaps;
+  for (const Request& r : timeline.requests) {
+    auto g = r.gaps_ms();
+    gaps.insert(gaps.end(), g.begin(), g.end());
+  }
+  const double gap_median = median(gaps);
+  const double gap_limit = std::max(gap_median + config.tpot_mad_k * mad(gaps, gap_median), config.tpot_floor_ms);
+  // TTFT: against a*sqrt(input)+b fitted robustly (or the median when inputs do not vary).
+  std::vector<double> inputs, ttfts;
+  bool tokens_known = !timeline.requests.empty();
+  for (const Request& r : timeline.requests) tokens_known = tokens_known && r.input_tokens >= 0;
+  for (const Request& r : timeline.requests) {
+    inputs.push_back(input_of(r));
+    ttfts.push_back(r.ttft_ms());
+  }
+  fit = fit_ttft(inputs, ttfts);
+  fit.input = tokens_known ? "tokens" : "bytes";
+  const double ttft_median = median(ttfts);
+  std::vector<double> residuals;
+  for (size_t i = 0; i < ttfts.size(); ++i) {
+    const double base = fit.valid ? fit.a * std::sqrt(inputs[i]) + fit.b : ttft_median;
+    residuals.push_back(ttfts[i] - base);
+  }
+  const double resid_spread = mad(residuals, median(residuals));
+
+  for (size_t i = 0; i < timeline.requests.size(); ++i) {
+    const Request& r = timeline.requests[i];
+    if (r.token_ns.empty()) continue;
+    const Request* s = server[i];
+    const double base = fit.valid ? std::max(0.0, fit.a * std::sqrt(inputs[i]) + fit.b) : ttft_median;
+    const double ttft = r.ttft_ms();
+    const double limit = std::max({base * config.ttft_margin, base + config.ttft_floor_ms,
+                                   base + config.tpot_mad_k * resid_spread});
+    if (std::isfinite(ttft) && ttft > limit) {
+      Window w{"ttft", i, 0, r.start_ns, r.token_ns[0], r.start_ns, token_thread(r, s, 0), base};
+      if (s && s->start_ns > r.start_ns && s->start_ns < r.token_ns[0]) w.walk_from = s->start_ns;
+      out.push_back(w);
+    }
+    for (size_t k = 1; k < r.token_ns.size(); ++k) {
+      Window w{"tpot", i, k, r.token_ns[k - 1], r.token_ns[k], r.token_ns[k - 1], token_thread(r, s, k), gap_median};
+      if (ms(w.b - w.a) > gap_limit) out.push_back(w);
+      else typical.push_back(w);
+    }
+  }
+  return out;
+}
+
+// What the trace says about the whole window: TIME_WAIT, overflows, throttling, frequency.
+nlohmann::json window_facts(const EvidenceStore& store, uint64_t start, uint64_t end, uint64_t requests,
+                            uint64_t duration_ms) {
+  nlohmann::json f = nlohmann::json::object();
+  const auto& net = store.net_samples();
+  if (!net.empty()) {
+    uint64_t tw_max = 0;
+    for (const auto& n : net) tw_max = std::max(tw_max, n.time_wait);
+    f["time_wait_max"] = tw_max;
+    f["listen_overflows"] = net.back().listen_overflows - std::min(net.back().listen_overflows, net.front().listen_overflows);
+    f["listen_drops"] = net.back().listen_drops - std::min(net.back().listen_drops, net.front().listen_drops);
+  }
+  uint64_t connects = 0, tw_entries = 0;
+  for (const auto& e : store.tcp_events()) {
+    if (e.established) ++connects;
+    if (e.time_wait) ++tw_entries;
+  }
+  if (!store.tcp_events().empty() || !net.empty()) {
+    f["connects"] = connects;
+    f["time_wait_entries"] = tw_entries;
+    f["retransmits"] = store.retransmits_between(start, end + 1);
+    if (requests) f["connects_per_request"] = static_cast<double>(connects) / static_cast<double>(requests);
+  }
+  const auto& cg = store.cgroup_samples();
+  if (cg.size() >= 2 && cg.back().throttled_ns != ~0ULL && cg.front().throttled_ns != ~0ULL) {
+    f["cgroup_throttled_ms"] = ms(cg.back().throttled_ns - std::min(cg.back().throttled_ns, cg.front().throttled_ns));
+    f["cgroup_nr_throttled"] = cg.back().nr_throttled - std::min(cg.back().nr_throttled, cg.front().nr_throttled);
+  }
+  if (!cg.empty() && cg.back().quota_us != ~0ULL && cg.back().period_us && cg.back().period_us != ~0ULL)
+    f["cgroup_quota_cpus"] = static_cast<double>(cg.back().quota_us) / static_cast<double>(cg.back().period_us);
+  const auto& freq = store.freq_samples();
+  if (!freq.empty()) {
+    uint32_t lo = ~0u, hi = 0, max_khz = 0;
+    for (const auto& s : freq) {
+      lo = std::min(lo, s.khz);
+      hi = std::max(hi, s.khz);
+      max_khz = std::max(max_khz, s.max_khz);
+    }
+    f["cpu_khz_min"] = lo;
+    f["cpu_khz_max"] = hi;
+    if (max_khz) f["cpu_freq_min_ratio"] = static_cast<double>(lo) / max_khz;
+  }
+  uint64_t migrations = 0;
+  for (const auto& [tid, t] : store.threads()) migrations += t.migrations;
+  if (store.has_sched() && duration_ms) f["migrations_per_s"] = static_cast<double>(migrations) * 1000.0 / static_cast<double>(duration_ms);
+  return f;
+}
+
+nlohmann::json outlier_facts(const EvidenceStore& store, const Request& r, const Window& w,
+                             bool first_request, uint64_t target_start) {
+  nlohmann::json f = nlohmann::json::object();
+  f["input_bytes"] = r.input_bytes;
+  if (r.input_tokens >= 0) f["input_tokens"] = r.input_tokens;
+  f["first_request"] = first_request;
+  if (target_start && w.a > target_start) f["since_target_start_ms"] = std::round(ms(w.a - target_start));
+  const auto& net = store.net_samples();
+  for (auto it = net.rbegin(); it != net.rend(); ++it)
+    if (it->ts_ns <= w.b) { f["time_wait"] = it->time_wait; break; }
+  uint64_t connects = 0;
+  for (const auto& e : store.tcp_events())
+    if (e.established && e.ts_ns >= w.a && e.ts_ns <= w.b) ++connects;
+  if (!store.tcp_events().empty()) f["connects"] = connects;
+  return f;
+}
+
+// One-off initialisation: the first request of a freshly started target took longer than its
+// baseline and no later request was slow like it. The excess is `cold_start`; what it was made
+// of stays in the evidence.
+void apply_cold_start(report::Outlier& o, double since_start_ms) {
+  const double excess = o.duration_ms - o.baseline_ms;
+  if (excess <= 0 || o.duration_ms <= 0) return;
+  nlohmann::json made_of = nlohmann::json::object();
+  const double keep = o.baseline_ms / o.duration_ms;
+  for (auto& c : o.causes) {
+    made_of[c.cause] = std::round(c.ms * 10) / 10;
+    c.ms *= keep;
+    c.share = c.ms / o.duration_ms;
+  }
+  report::CauseTime cold;
+  cold.cause = "cold_start";
+  cold.ms = excess;
+  cold.share = excess / o.duration_ms;
+  cold.evidence = {{"first_request", true}, {"made_of", made_of}};
+  if (since_start_ms >= 0) cold.evidence["since_start_ms"] = std::round(since_start_ms);
+  o.causes.push_back(std::move(cold));
+  std::sort(o.causes.begin(), o.causes.end(), [](const auto& x, const auto& y) { return x.ms > y.ms; });
+}
+
+std::string culprit_of(const report::Outlier& o) {
+  if (o.causes.empty()) return "";
+  const auto& top = o.causes.front();
+  std::string who;
+  for (const char* key : {"holder_comm", "culprit_comm", "path", "syscall"}) {
+    if (top.evidence.contains(key) && top.evidence[key].is_string() && !top.evidence[key].get<std::string>().empty()) {
+      who = top.evidence[key].get<std::string>();
+      break;
+    }
+  }
+  return who.empty() ? top.cause : top.cause + " (" + who + ")";
+}
+
+}  // namespace
+
+report::TtftFit fit_ttft(const std::vector<double>& input, const std::vector<double>& ttft_ms,
+                         std::vector<bool>* inlier) {
+  report::TtftFit fit;
+  std::vector<double> xs, ys;
+  for (size_t i = 0; i < input.size() && i < ttft_ms.size(); ++i) {
+    if (!std::isfinite(ttft_ms[i]) || input[i] <= 0) continue;
+    xs.push_back(std::sqrt(input[i]));
+    ys.push_back(ttft_ms[i]);
+  }
+  std::vector<double> distinct = xs;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  if (distinct.size() < 3) return fit;
+  // Theil-Sen: the median of pairwise slopes ignores up to ~29% of spikes, which a least-squares
+  // fit would bend towards. Pairs are thinned on large traces (O(n^2)).
+  std::vector<double> slopes;
+  const size_t n = xs.size();
+  const size_t stride = std::max<size_t>(1, n / 700);
+  for (size_t i = 0; i < n; i += stride)
+    for (size_t j = i + 1; j < n; j += stride)
+      if (xs[j] != xs[i]) slopes.push_back((ys[j] - ys[i]) / (xs[j] - xs[i]));
+  fit.a = std::max(0.0, median(slopes));  // TTFT does not fall with input length
+  std::vector<double> intercepts;
+  for (size_t i = 0; i < n; ++i) intercepts.push_back(ys[i] - fit.a * xs[i]);
+  fit.b = median(intercepts);
+  // R^2 over the inliers (residual within 3 robust sd), which is also what n counts.
+  std::vector<double> resid;
+  for (size_t i = 0; i < n; ++i) resid.push_back(ys[i] - (fit.a * xs[i] + fit.b));
+  const double spread = 1.4826 * mad(resid, median(resid));
+  double mean_y = 0;
+  std::vector<size_t> keep;
+  for (size_t i = 0; i < n; ++i)
+    if (std::fabs(resid[i]) <= std::max(3 * spread, 1e-9)) keep.push_back(i);
+  if (keep.empty()) return fit;
+  for (size_t i : keep) mean_y += ys[i];
+  mean_y /= static_cast<double>(keep.size());
+  double ss_res = 0, ss_tot = 0;
+  for (size_t i : keep) {
+    ss_res += resid[i] * resid[i];
+    ss_tot += (ys[i] - mean_y) * (ys[i] - mean_y);
+  }
+  fit.r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : 1.0;
+  fit.n = keep.size();
+  fit.valid = true;
+  if (inlier) {
+    inlier->assign(n, false);
+    for (size_t i : keep) (*inlier)[i] = true;
+  }
+  return fit;
+}
+
+report::Periodicity find_period(std::vector<uint64_t> ends) {
+  report::Periodicity p;
+  if (ends.size() < 3) return p;
+  std::sort(ends.begin(), ends.end());
+  // Outliers within 2 s of each other are one event (one scrape can hurt several streams).
+  std::vector<uint64_t> events;
+  std::vector<uint64_t> members;
+  for (uint64_t t : ends) {
+    if (events.empty() || t - events.back() > 2'000'000'000ULL) {
+      events.push_back(t);
+      members.push_back(1);
+    } else {
+      members.back()++;
+    }
+  }
+  if (events.size() < 3) return p;
+  std::vector<double> diffs;
+  for (size_t i = 1; i < events.size(); ++i) diffs.push_back(static_cast<double>(events[i] - events[i - 1]) / 1e9);
+  const double period = median(diffs);
+  if (period < 1.0) return p;
+  size_t on_grid = 0;
+  for (double d : diffs) {
+    const double k = std::round(d / period);
+    if (k >= 1 && std::fabs(d / period - k) <= 0.1) ++on_grid;
+  }
+  if (static_cast<double>(on_grid) < 0.8 * static_cast<double>(diffs.size())) return p;
+  p.found = true;
+  p.period_s = std::round(period * 100) / 100;
+  p.outliers = ends.size();
+  return p;
+}
+
+void attribute(report::Report& report, const Timeline& timeline, const Timeline* server,
+               const EvidenceStore& store, const std::set<uint32_t>& target_tgids,
+               uint64_t target_start_mono_ns) {
+  const auto matched = match_server(timeline, server);
+  std::vector<Window> typical;
+  std::vector<Window> windows = find_outliers(timeline, matched, report.outlier_config, report.ttft_fit, typical);
+  report.attributed = !store.empty();
+  Attributor attributor(store, target_tgids);
+  const uint64_t first_start = timeline.requests.empty() ? 0 : timeline.requests.front().start_ns;
+  // The first request counts as "first since start" when the target started shortly before the
+  // trace saw it (otherwise earlier requests may have warmed it up before we attached).
+  const bool fresh_target = target_start_mono_ns && first_start > target_start_mono_ns &&
+                            first_start - target_start_mono_ns < 120'000'000'000ULL;
+  size_t later_ttft_outliers = 0;
+  for (const Window& w : windows)
+    if (w.kind == "ttft" && w.request != 0) later_ttft_outliers++;
+  std::vector<uint64_t> ends;
+  for (const Window& w : windows) {
+    const Request& r = timeline.requests[w.request];
+    report::Outlier o;
+    o.kind = w.kind;
+    o.request = r.id;
+    o.token_index = w.token_index;
+    o.start_mono_ns = w.a;
+    o.end_mono_ns = w.b;
+    o.start_unix_ns = report::mono_to_unix_ns(w.a, report.realtime_minus_monotonic_ns);
+    o.duration_ms = ms(w.b - w.a);
+    o.baseline_ms = std::round(w.baseline_ms * 1000) / 1000;
+    o.tid = w.tid;
+    if (report.attributed) {
+      WindowAccount acc;
+      if (w.walk_from > w.a) {
+        // Before the server saw the request: connection set-up and transport.
+        const uint64_t pre = w.walk_from - w.a;
+        const bool new_conn = matched[w.request] && matched[w.request]->id.size() > 2 &&
+                              matched[w.request]->id.substr(matched[w.request]->id.size() - 2) == "#1";
+        const Cause c = new_conn ? Cause::kTimeWait : Cause::kNetwork;
+        acc.charge(c, pre);
+        acc.evidence_of(c).strings = {{"before_server_ms", std::round(ms(pre) * 10) / 10},
+                                      {"new_connection", new_conn}};
+      }
+      WindowAccount walked = attributor.account(w.tid, w.walk_from, w.b);
+      for (size_t c = 0; c < kCauseCount; ++c) {
+        acc.ns[c] += walked.ns[c];
+        if (walked.evidence[c].best_ns >= acc.evidence[c].best_ns && !walked.evidence[c].strings.empty())
+          acc.evidence[c].strings = walked.evidence[c].strings;
+        for (const auto& [k, v] : walked.evidence[c].sums) acc.evidence[c].sums[k] += v;
+      }
+      if (w.tid == 0) acc = WindowAccount{}, acc.charge(Cause::kUnknown, w.b - w.a);
+      o.causes = causes_of(acc, w.b - w.a);
+    }
+    o.facts = outlier_facts(store, r, w, w.request == 0, target_start_mono_ns);
+    if (report.attributed && w.kind == "ttft" && w.request == 0 && fresh_target && later_ttft_outliers == 0)
+      apply_cold_start(o, ms(w.a - target_start_mono_ns));
+    ends.push_back(w.b);
+    report.outliers.push_back(std::move(o));
+  }
+  // The typical token: the same accounting over every gap that is not an outlier.
+  if (report.attributed) {
+    WindowAccount sum;
+    uint64_t total = 0;
+    for (const Window& w : typical) {
+      if (w.tid == 0) continue;
+      WindowAccount acc = attributor.account(w.tid, w.a, w.b);
+      for (size_t c = 0; c < kCauseCount; ++c) sum.ns[c] += acc.ns[c];
+      total += w.b - w.a;
+      report.typical.windows++;
+    }
+    report.typical.total_ms = ms(total);
+    report.typical.causes = causes_of(sum, total);
+    for (auto& c : report.typical.causes) c.evidence = nlohmann::json::object();
+  }
+  report.periodicity = find_period(ends);
+  if (report.periodicity.found) {
+    std::map<std::string, size_t> votes;
+    for (const auto& o : report.outliers) votes[culprit_of(o)]++;
+    auto best = std::max_element(votes.begin(), votes.end(), [](auto& x, auto& y) { return x.second < y.second; });
+    if (best != votes.end()) report.periodicity.coincides = best->first;
+  }
+  const uint64_t start = timeline.requests.empty() ? 0 : timeline.requests.front().start_ns;
+  uint64_t end = start;
+  for (const Request& r : timeline.requests)
+    if (!r.token_ns.empty()) end = std::max(end, r.token_ns.back());
+  report.window_facts = window_facts(store, start, end, timeline.requests.size(), report.duration_ms);
+}
+
+}  // namespace ld::analysis

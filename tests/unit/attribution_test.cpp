@@ -1,0 +1,290 @@
+// Attribution on synthetic event streams: each accounting path of the walk, the wake-up chain
+// across processes, outlier detection, the TTFT fit and periodicity.
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "analysis/attribution.hpp"
+#include "analysis/evidence.hpp"
+#include "events.h"
+
+using ld::analysis::Attributor;
+using ld::analysis::Cause;
+using ld::analysis::EvidenceStore;
+using ld::analysis::WindowAccount;
+
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+
+template <class T>
+T record(uint16_t type, uint32_t tgid, uint32_t tid, uint64_t ts) {
+  T r{};
+  r.hdr.type = type;
+  r.hdr.size = sizeof(T);
+  r.hdr.tgid = tgid;
+  r.hdr.tid = tid;
+  r.hdr.ts_ns = ts;
+  return r;
+}
+
+template <class T>
+void add(EvidenceStore& store, const T& r) {
+  ASSERT_TRUE(store.add(r.hdr, sizeof(T)));
+}
+
+void blocked(EvidenceStore& store, uint32_t tgid, uint32_t tid, uint64_t off, uint64_t wake, uint64_t on,
+             uint32_t syscall_nr, uint32_t waker_tid, uint32_t waker_tgid, const char* waker_comm) {
+  auto r = record<ld_offcpu>(LD_EV_OFFCPU, tgid, tid, on);
+  r.off_ns = off;
+  r.wake_ns = wake;
+  r.on_ns = on;
+  r.kind = LD_OFF_BLOCKED;
+  r.kstack_id = -1;
+  r.syscall_nr = syscall_nr;
+  r.waker_tid = waker_tid;
+  r.waker_tgid = waker_tgid;
+  std::strncpy(r.waker_comm, waker_comm, LD_COMM_LEN - 1);
+  add(store, r);
+}
+
+void preempted(EvidenceStore& store, uint32_t tgid, uint32_t tid, uint64_t off, uint64_t on, uint32_t holder_tid,
+               const char* holder_comm) {
+  auto r = record<ld_offcpu>(LD_EV_OFFCPU, tgid, tid, on);
+  r.off_ns = off;
+  r.on_ns = on;
+  r.kind = LD_OFF_PREEMPTED;
+  r.kstack_id = -1;
+  r.syscall_nr = ~0u;
+  r.holder_tid = holder_tid;
+  r.holder_tgid = holder_tid;
+  std::strncpy(r.holder_comm, holder_comm, LD_COMM_LEN - 1);
+  add(store, r);
+}
+
+void syscall(EvidenceStore& store, uint32_t tgid, uint32_t tid, uint32_t kind, uint64_t start, uint64_t end,
+             uint64_t arg0 = 0, int64_t ret = 0, const std::string& path = "") {
+  struct {
+    ld_syscall s;
+    char path[64];
+  } r{};
+  r.s = record<ld_syscall>(LD_EV_SYSCALL, tgid, tid, end);
+  r.s.start_ns = start;
+  r.s.dur_ns = end - start;
+  r.s.kind = kind;
+  r.s.arg0 = arg0;
+  r.s.ret = ret;
+  r.s.path_len = static_cast<uint16_t>(path.size());
+  std::memcpy(r.path, path.data(), path.size());
+  r.s.hdr.size = static_cast<uint16_t>(sizeof(ld_syscall) + (path.size() + 7) / 8 * 8);
+  ASSERT_TRUE(store.add(r.s.hdr, r.s.hdr.size));
+}
+
+double ms_of(const WindowAccount& acc, Cause c) { return static_cast<double>(acc.ns[static_cast<size_t>(c)]) / kMs; }
+
+}  // namespace
+
+TEST(Attribution, TwoProcessWakeChainEndsInTheEnginesFsync) {
+  // API process 100 waits in epoll_wait for engine process 200, which waits on an fsync.
+  EvidenceStore store;
+  blocked(store, 100, 100, 10 * kMs, 410 * kMs, 412 * kMs, 232, 200, 200, "engine");
+  blocked(store, 200, 200, 50 * kMs, 400 * kMs, 400 * kMs, 74, 0, 0, "swapper/1");
+  syscall(store, 200, 200, LD_SYS_FSYNC, 50 * kMs, 400 * kMs, 3, 0, "/var/log/app.log");
+  store.finish();
+  Attributor attributor(store, {100, 200});
+  const WindowAccount acc = attributor.account(100, 0, 420 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kDiskIo), 350);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCompute), 68);  // 0-10 + 10-50 + 400-410 + 412-420
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCpuContention), 2);
+  EXPECT_EQ(acc.total_ns(), 420 * kMs);
+  EXPECT_EQ(acc.evidence[static_cast<size_t>(Cause::kDiskIo)].strings["path"], "/var/log/app.log");
+  EXPECT_EQ(acc.evidence[static_cast<size_t>(Cause::kDiskIo)].strings["syscall"], "fsync");
+}
+
+TEST(Attribution, LockWaitOnARunningHolderIsLockContention) {
+  EvidenceStore store;
+  blocked(store, 100, 100, 100 * kMs, 400 * kMs, 400 * kMs, 202, 101, 100, "metrics");
+  syscall(store, 100, 100, LD_SYS_FUTEX_WAIT, 100 * kMs, 400 * kMs, 0x1000);
+  store.finish();
+  const WindowAccount acc = Attributor(store, {100}).account(100, 0, 450 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kLockContention), 300);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCompute), 150);
+  EXPECT_EQ(acc.evidence[static_cast<size_t>(Cause::kLockContention)].strings["holder_comm"], "metrics");
+}
+
+TEST(Attribution, LockHolderBlockedInFsyncMakesItDiskIo) {
+  EvidenceStore store;
+  blocked(store, 100, 100, 100 * kMs, 400 * kMs, 400 * kMs, 202, 101, 100, "logger");
+  syscall(store, 100, 100, LD_SYS_FUTEX_WAIT, 100 * kMs, 400 * kMs, 0x1000);
+  blocked(store, 100, 101, 120 * kMs, 390 * kMs, 390 * kMs, 74, 0, 0, "swapper/0");
+  store.finish();
+  const WindowAccount acc = Attributor(store, {100}).account(100, 100 * kMs, 400 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kDiskIo), 270);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kLockContention), 30);  // the logger ran holding the lock
+}
+
+TEST(Attribution, GilWaitIsGilWhoeverWakes) {
+  EvidenceStore store;
+  auto addr = record<ld_gil_addr>(LD_EV_GIL_ADDR, 100, 0, 1);
+  addr.uaddr_lo = 0x5000;
+  addr.uaddr_hi = 0x5008;
+  addr.method = LD_GIL_TAKE_GIL;
+  add(store, addr);
+  blocked(store, 100, 100, 10 * kMs, 310 * kMs, 310 * kMs, 202, 101, 100, "python3");
+  syscall(store, 100, 100, LD_SYS_FUTEX_WAIT, 10 * kMs, 310 * kMs, 0x5000);
+  store.finish();
+  const WindowAccount acc = Attributor(store, {100}).account(100, 0, 320 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kGil), 300);
+  EXPECT_EQ(acc.evidence[static_cast<size_t>(Cause::kGil)].strings["method"], "take_gil");
+}
+
+TEST(Attribution, PreemptionNamesTheTaskThatHeldTheCpu) {
+  EvidenceStore store;
+  preempted(store, 100, 100, 20 * kMs, 320 * kMs, 4242, "hog");
+  store.finish();
+  const WindowAccount acc = Attributor(store, {100}).account(100, 0, 340 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCpuContention), 300);
+  EXPECT_EQ(acc.evidence[static_cast<size_t>(Cause::kCpuContention)].strings["culprit_comm"], "hog");
+  EXPECT_EQ(acc.evidence[static_cast<size_t>(Cause::kCpuContention)].strings["culprit_pid"], 4242);
+}
+
+TEST(Attribution, RunnableBehindAnIdleCpuWithAQuotaIsThrottling) {
+  EvidenceStore store;
+  for (uint64_t t = 0; t <= 400; t += 50) {
+    auto s = record<ld_cgroup_sample>(LD_EV_CGROUP_SAMPLE, 100, 0, t * kMs);
+    s.quota_us = 20000;
+    s.period_us = 100000;
+    s.throttled_ns = t >= 300 ? 250 * kMs : (t > 50 ? (t - 50) * kMs : 0);
+    s.nr_throttled = t / 100;
+    add(store, s);
+  }
+  preempted(store, 100, 100, 50 * kMs, 300 * kMs, 0, "swapper/0");
+  store.finish();
+  const WindowAccount acc = Attributor(store, {100}).account(100, 0, 320 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCgroupThrottle), 250);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCpuContention), 0);
+}
+
+TEST(Attribution, TimedOutConditionWaitIsAppWait) {
+  EvidenceStore store;
+  blocked(store, 100, 100, 10 * kMs, 310 * kMs, 310 * kMs, 202, 0, 0, "swapper/1");
+  syscall(store, 100, 100, LD_SYS_FUTEX_WAIT, 10 * kMs, 310 * kMs, 0x2000, -ETIMEDOUT);
+  store.finish();
+  const WindowAccount acc = Attributor(store, {100}).account(100, 0, 320 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kAppWait), 300);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kLockContention), 0);
+}
+
+TEST(Attribution, OnCpuPageFaultSamplesAndMemoryCallsAreKvAlloc) {
+  EvidenceStore store;
+  // A stack that zeroes pages in a fault.
+  struct {
+    ld_kstack k;
+    char frames[2][LD_SYM_LEN];
+  } stack{};
+  stack.k.hdr.type = LD_EV_KSTACK;
+  stack.k.hdr.size = sizeof(stack);
+  stack.k.stack_id = 7;
+  stack.k.depth = 2;
+  stack.k.source = LD_PROBE_PERF;
+  std::strcpy(stack.frames[0], "clear_page_erms+0x7");
+  std::strcpy(stack.frames[1], "asm_exc_page_fault+0x22");
+  ASSERT_TRUE(store.add(stack.k.hdr, sizeof(stack)));
+  // 100 ms of samples at 1 ms: 60 in page faults, 40 in user code; then a 50 ms munmap.
+  for (uint64_t i = 0; i < 100; ++i) {
+    auto s = record<ld_cpu_sample>(LD_EV_CPU_SAMPLE, 100, 100, i * kMs + kMs / 2);
+    s.user_mode = i >= 60;
+    s.kstack_id = i < 60 ? 7 : -1;
+    add(store, s);
+  }
+  syscall(store, 100, 100, LD_SYS_MUNMAP, 100 * kMs, 150 * kMs, 256u << 20);
+  auto sched = record<ld_sched_agg>(LD_EV_SCHED_AGG, 100, 100, 150 * kMs);  // the sched probe ran
+  sched.period_start_ns = 0;
+  add(store, sched);
+  store.finish();
+  const WindowAccount acc = Attributor(store, {100}).account(100, 0, 150 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kKvAlloc), 110);  // 50 ms munmap + 60% of 100 ms
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCompute), 40);
+}
+
+TEST(Attribution, WithoutSchedulerEvidenceTheRestIsUnknown) {
+  EvidenceStore store;
+  syscall(store, 100, 100, LD_SYS_FSYNC, 10 * kMs, 110 * kMs, 3, 0, "/data/x");
+  store.finish();
+  const WindowAccount acc = Attributor(store, {100}).account(100, 0, 200 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kDiskIo), 100);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kUnknown), 100);
+}
+
+TEST(Attribution, TtftFitRecoversSqrtLawDespiteSpikes) {
+  std::vector<double> input, ttft;
+  for (int i = 1; i <= 40; ++i) {
+    const double x = 100.0 * i;
+    input.push_back(x);
+    ttft.push_back(3.0 * std::sqrt(x) + 50.0 + (i % 7 == 0 ? 800.0 : 0.0));  // 5 spikes
+  }
+  std::vector<bool> inlier;
+  const auto fit = ld::analysis::fit_ttft(input, ttft, &inlier);
+  ASSERT_TRUE(fit.valid);
+  EXPECT_NEAR(fit.a, 3.0, 1e-6);
+  EXPECT_NEAR(fit.b, 50.0, 1e-6);
+  EXPECT_EQ(fit.n, 35u);
+  EXPECT_NEAR(fit.r2, 1.0, 1e-9);
+  EXPECT_FALSE(inlier[6]);
+}
+
+TEST(Attribution, TtftFitNeedsThreeDistinctInputs) {
+  EXPECT_FALSE(ld::analysis::fit_ttft({100, 100, 200}, {10, 11, 12}).valid);
+}
+
+TEST(Attribution, PeriodicOutliersAreFound) {
+  std::vector<uint64_t> ends;
+  for (int i = 0; i < 6; ++i) ends.push_back((5'000 + i * 60'000 + (i % 2) * 300) * kMs);
+  ends.push_back(ends[2] + 200 * kMs);  // a second stream hurt by the same event
+  const auto p = ld::analysis::find_period(ends);
+  ASSERT_TRUE(p.found);
+  EXPECT_NEAR(p.period_s, 60.0, 0.5);
+  EXPECT_EQ(p.outliers, 7u);
+  // Irregular times are not a period.
+  EXPECT_FALSE(ld::analysis::find_period({1 * kMs * 1000, 4 * kMs * 1000, 5 * kMs * 1000, 13 * kMs * 1000, 14 * kMs * 1000}).found);
+}
+
+TEST(Attribution, ReportOutliersCarryTheCauseAndTheTypicalProfile) {
+  EvidenceStore store;
+  // Token thread 100: tokens every 40 ms, one 400 ms gap spent in fsync.
+  ld::analysis::Timeline timeline;
+  ld::analysis::Request r;
+  r.id = "100:c1#1";
+  r.start_ns = 1000 * kMs;
+  uint64_t t = 1200 * kMs;
+  for (int i = 0; i < 20; ++i) {
+    r.token_ns.push_back(t);
+    r.token_tid.push_back(100);
+    t += (i == 9 ? 400 : 40) * kMs;
+  }
+  timeline.requests.push_back(r);
+  const uint64_t gap_start = r.token_ns[9];
+  blocked(store, 100, 100, gap_start + 20 * kMs, gap_start + 380 * kMs, gap_start + 380 * kMs, 74, 0, 0, "swapper/0");
+  syscall(store, 100, 100, LD_SYS_FSYNC, gap_start + 20 * kMs, gap_start + 380 * kMs, 3, 0, "/var/log/app.log");
+  store.finish();
+  ld::report::Report report = ld::report::build_report(timeline, {}, 1000 * kMs, t, 0);
+  ld::analysis::attribute(report, timeline, nullptr, store, {100}, 0);
+  ASSERT_TRUE(report.attributed);
+  ASSERT_EQ(report.outliers.size(), 1u);
+  const auto& o = report.outliers[0];
+  EXPECT_EQ(o.kind, "tpot");
+  EXPECT_EQ(o.token_index, 10u);
+  EXPECT_DOUBLE_EQ(o.duration_ms, 400);
+  EXPECT_DOUBLE_EQ(o.baseline_ms, 40);
+  ASSERT_GE(o.causes.size(), 2u);
+  EXPECT_EQ(o.causes[0].cause, "disk_io");
+  EXPECT_DOUBLE_EQ(o.causes[0].ms, 360);
+  EXPECT_DOUBLE_EQ(o.causes[0].share, 0.9);
+  EXPECT_EQ(o.causes[0].evidence["path"], "/var/log/app.log");
+  EXPECT_EQ(o.causes[1].cause, "compute");
+  EXPECT_EQ(report.typical.windows, 18u);
+  ASSERT_EQ(report.typical.causes.size(), 1u);
+  EXPECT_EQ(report.typical.causes[0].cause, "compute");
+}
