@@ -37,13 +37,16 @@ struct Window {
 std::vector<report::CauseTime> causes_of(const WindowAccount& acc, uint64_t window_ns) {
   std::vector<report::CauseTime> causes;
   for (size_t c = 0; c < kCauseCount; ++c) {
-    if (acc.ns[c] == 0) continue;
+    if (acc.ns[c] < 50'000) continue;  // under 0.05 ms: rounding dust of the walk, not a cause
     report::CauseTime ct;
     ct.cause = cause_id(static_cast<Cause>(c));
     ct.ms = ms(acc.ns[c]);
     ct.share = window_ns ? static_cast<double>(acc.ns[c]) / static_cast<double>(window_ns) : 0;
     ct.evidence = acc.evidence[c].strings;
-    for (const auto& [key, value] : acc.evidence[c].sums) ct.evidence[key] = std::round(value * 1000.0) / 1000.0;
+    for (const auto& [key, value] : acc.evidence[c].sums) {
+      if (value == std::floor(value) && std::fabs(value) < 9e15) ct.evidence[key] = static_cast<int64_t>(value);
+      else ct.evidence[key] = std::round(value * 1000.0) / 1000.0;
+    }
     causes.push_back(std::move(ct));
   }
   std::sort(causes.begin(), causes.end(), [](const auto& x, const auto& y) { return x.ms > y.ms; });

@@ -47,6 +47,28 @@ std::string cpu_model() {
   return "";
 }
 
+// Field 22 of /proc/PID/stat: start time in clock ticks after boot (CLOCK_BOOTTIME), turned
+// into CLOCK_MONOTONIC (the BPF clock) by the current boottime - monotonic difference.
+uint64_t process_start_mono_ns(int pid) {
+  std::string stat = read_first_line("/proc/" + std::to_string(pid) + "/stat");
+  auto close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(close + 2));
+  std::string field;
+  unsigned long long start_ticks = 0;
+  for (int i = 3; i <= 22 && rest >> field; ++i)
+    if (i == 22) start_ticks = std::strtoull(field.c_str(), nullptr, 10);
+  const long hz = sysconf(_SC_CLK_TCK);
+  if (!start_ticks || hz <= 0) return 0;
+  const uint64_t boot_ns = start_ticks * (1000000000ULL / static_cast<uint64_t>(hz));
+  // Read monotonic first: without a suspend the two clocks are equal, and the later read of
+  // boottime keeps the difference from going negative.
+  const uint64_t mono = clock_ns(CLOCK_MONOTONIC);
+  const uint64_t boot = clock_ns(CLOCK_BOOTTIME);
+  const uint64_t suspended = boot > mono ? boot - mono : 0;
+  return boot_ns > suspended ? boot_ns - suspended : 0;
+}
+
 }  // namespace
 
 std::optional<ProcessInfo> read_process(int pid) {
@@ -59,6 +81,7 @@ std::optional<ProcessInfo> read_process(int pid) {
   char buf[PATH_MAX];
   ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), buf, sizeof(buf) - 1);
   if (n > 0) info.exe.assign(buf, static_cast<size_t>(n));
+  info.start_mono_ns = process_start_mono_ns(pid);
   return info;
 }
 

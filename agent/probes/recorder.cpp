@@ -65,6 +65,7 @@ nlohmann::json make_header(const RecordOptions& options, const std::vector<uint3
        {{"pids", pids},
         {"comm", first ? first->comm : ""},
         {"exe", first ? first->exe : ""},
+        {"start_mono_ns", first ? first->start_mono_ns : 0},
         {"children", options.children}}},
       {"host", host::host_facts_json()},
       {"token_source", options.token_source},

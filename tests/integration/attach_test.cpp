@@ -18,117 +18,15 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench.hpp"
+#include "agent_util.hpp"
 #include "proc_util.hpp"
 
 using namespace std::chrono_literals;
 using ld::test::Child;
+using namespace ld::test::agent;
 using nlohmann::json;
 
 namespace {
-
-const std::string kAgent = std::string(LD_BUILD_DIR) + "/latency-doctor";
-const std::string kServer = std::string(LD_BUILD_DIR) + "/ld-sample-server";
-
-std::string skip_reason() {
-  if (geteuid() != 0) return "needs root (CAP_BPF, CAP_PERFMON) to load BPF programs";
-  if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) return "kernel has no BTF (/sys/kernel/btf/vmlinux)";
-  return "";
-}
-
-#define REQUIRE_BPF()                                   \
-  do {                                                  \
-    if (auto why = skip_reason(); !why.empty()) GTEST_SKIP() << why; \
-  } while (0)
-
-// Our programs are all named ld_*: count those loaded right now.
-int loaded_ld_programs() {
-  FILE* p = popen("bpftool prog list 2>/dev/null", "r");
-  if (!p) return -1;
-  char line[512];
-  int count = 0;
-  while (fgets(line, sizeof(line), p))
-    if (std::regex_search(line, std::regex(R"(name ld_)"))) count++;
-  pclose(p);
-  return count;
-}
-
-// Programs are freed after an RCU grace period once their last fd closes, so the count can lag
-// the agent's exit by a moment.
-int loaded_ld_programs_settled(int expected) {
-  int count = loaded_ld_programs();
-  for (int i = 0; i < 100 && count != expected; ++i) {
-    std::this_thread::sleep_for(100ms);
-    count = loaded_ld_programs();
-  }
-  return count;
-}
-
-struct Server {
-  std::unique_ptr<Child> proc;
-  int port = 0;
-  explicit Server(std::vector<std::string> extra) {
-    std::vector<std::string> argv{kServer, "--port", "0"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    proc = std::make_unique<Child>(argv);
-    if (!proc->wait_for_output("listening on", 10s)) return;
-    std::smatch m;
-    std::string out = proc->out();
-    if (std::regex_search(out, m, std::regex(R"(listening on 127\.0\.0\.1:(\d+))"))) port = std::stoi(m[1]);
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port) + "/v1/completions"; }
-};
-
-// Starts `attach` and waits until its probes are in the kernel.
-std::unique_ptr<Child> start_attach(int pid, std::vector<std::string> extra) {
-  std::vector<std::string> argv{kAgent, "attach", "--pid", std::to_string(pid)};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  auto agent = std::make_unique<Child>(argv);
-  auto until = std::chrono::steady_clock::now() + 20s;
-  while (agent->err().find("attached to pid") == std::string::npos &&
-         std::chrono::steady_clock::now() < until) {
-    if (agent->wait(0ms)) break;
-    std::this_thread::sleep_for(20ms);
-  }
-  return agent;
-}
-
-ld::bench::BenchResult drive(const std::string& url, int requests, int concurrency, int tokens) {
-  ld::bench::BenchOptions options;
-  options.url = url;
-  options.requests = requests;
-  options.concurrency = concurrency;
-  options.max_tokens = tokens;
-  options.prompt_bytes = 256;
-  return ld::bench::run_bench(options);
-}
-
-ld::bench::BenchResult drive(const Server& server, int requests, int concurrency, int tokens) {
-  return drive(server.url(), requests, concurrency, tokens);
-}
-
-std::vector<double> sorted_ttfts_ms(const ld::bench::BenchResult& result) {
-  std::vector<double> out;
-  for (const auto& r : result.requests)
-    if (r.first_token_mono_ns) out.push_back((r.first_token_mono_ns - r.start_mono_ns) / 1e6);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-json run_and_report(int pid, const std::string& duration, const std::function<void()>& load,
-                    std::vector<std::string> extra = {}) {
-  std::string out = "/tmp/ld-report-" + std::to_string(getpid()) + ".json";
-  std::vector<std::string> args{"--duration", duration, "--format", "json", "-o", out};
-  args.insert(args.end(), extra.begin(), extra.end());
-  auto agent = start_attach(pid, args);
-  load();
-  agent->signal(SIGINT);  // the load is done: stop now instead of waiting out the duration
-  auto code = agent->wait(30s);
-  EXPECT_TRUE(code.has_value());
-  EXPECT_EQ(code.value_or(-1), 0) << agent->err();
-  json report = json::parse(ld::test::read_file(out), nullptr, false);
-  unlink(out.c_str());
-  return report;
-}
 
 TEST(RootAttach, MatchesBenchOnTheSampleTarget) {
   REQUIRE_BPF();

@@ -14,6 +14,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -21,6 +23,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <chrono>
+#include <condition_variable>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -57,6 +61,16 @@ struct Options {
   bool close_after_stream = false;
   bool nagle = false;
   double idle_timeout_s = 60;
+  // Fault knobs: each injects one cause of the attribution vocabulary, with ground truth.
+  std::string fault;             // "" | kv_alloc | disk_io | lock | batch | cold_start
+  long fault_every = 10;         // disk_io/batch: every Nth token of the process
+  double fault_ms = 300;         // lock: hold time; batch: wait; cold_start: init CPU work
+  double fault_period_ms = 1000; // lock: the metrics thread takes the lock this often
+  long fault_mib = 256;          // kv_alloc/cold_start: MiB touched; disk_io: MiB written per fsync
+  double fault_min_kb = 2;       // kv_alloc: only request bodies of at least this many KiB
+  std::string fault_file = "/tmp/ld-sample-server.log";
+  long listen_backlog = 128;
+  double accept_delay_ms = 0;
   bool help = false;
 };
 
@@ -135,6 +149,34 @@ const std::vector<OptionSpec>& option_specs() {
        [](Options& o, const char*) { return o.nagle = true; }},
       {"--idle-timeout-s", "F", "close keep-alive connections idle this long (default 60)",
        [](Options& o, const char* v) { return parse_double(v, 0.001, 1e6, o.idle_timeout_s); }},
+      {"--fault", "NAME",
+       "inject a latency fault: kv_alloc (bodies >= --fault-min-kb touch --fault-mib MiB of fresh "
+       "memory before prefill), disk_io (every --fault-every tokens append --fault-mib MiB to "
+       "--fault-file in 64 KiB records, fdatasync after each), lock (a metrics thread holds the token lock --fault-ms every "
+       "--fault-period-ms), batch (every --fault-every tokens wait --fault-ms for a batch that never "
+       "fills), cold_start (the first request initialises: --fault-mib MiB + --fault-ms CPU)",
+       [](Options& o, const char* v) {
+         std::string_view f(v);
+         if (f != "kv_alloc" && f != "disk_io" && f != "lock" && f != "batch" && f != "cold_start") return false;
+         o.fault = v;
+         return true;
+       }},
+      {"--fault-every", "N", "tokens between two disk_io/batch faults (default 10)",
+       [](Options& o, const char* v) { return parse_long(v, 1, 1000000, o.fault_every); }},
+      {"--fault-ms", "F", "lock hold / batch wait / cold-start CPU work, ms (default 300)",
+       [](Options& o, const char* v) { return parse_double(v, 0, 1e7, o.fault_ms); }},
+      {"--fault-period-ms", "F", "lock: how often the metrics thread takes the lock (default 1000)",
+       [](Options& o, const char* v) { return parse_double(v, 1, 1e7, o.fault_period_ms); }},
+      {"--fault-mib", "N", "kv_alloc/cold_start memory, disk_io bytes per fsync, MiB (default 256)",
+       [](Options& o, const char* v) { return parse_long(v, 1, 65536, o.fault_mib); }},
+      {"--fault-min-kb", "F", "kv_alloc: smallest request body that allocates, KiB (default 2)",
+       [](Options& o, const char* v) { return parse_double(v, 0, 1e7, o.fault_min_kb); }},
+      {"--fault-file", "PATH", "disk_io: the log file written and fsynced",
+       [](Options& o, const char* v) { o.fault_file = v; return !o.fault_file.empty(); }},
+      {"--listen-backlog", "N", "listen(2) backlog (default 128)",
+       [](Options& o, const char* v) { return parse_long(v, 0, 65535, o.listen_backlog); }},
+      {"--accept-delay-ms", "F", "sleep after each accept, ms: a slow accept loop (default 0)",
+       [](Options& o, const char* v) { return parse_double(v, 0, 1e6, o.accept_delay_ms); }},
       {"--help", nullptr, "show this help",
        [](Options& o, const char*) { return o.help = true; }},
   };
@@ -705,6 +747,74 @@ class SseStream {
   bool sent_headers_ = false;
 };
 
+// ------------------------------------------------------------------------------------ faults
+
+std::mutex g_token_lock;             // taken by every token (counters), and by the metrics thread
+std::atomic<uint64_t> g_tokens_sent{0};
+std::atomic<bool> g_initialised{false};
+std::mutex g_init_mu;
+
+// Fresh anonymous memory touched page by page: the page faults and the kernel's page zeroing
+// are the cost, as when a KV cache is allocated at request time.
+void touch_fresh_memory(size_t bytes, bool keep) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return;
+  auto* bytes_p = static_cast<volatile char*>(p);
+  for (size_t off = 0; off < bytes; off += 4096) bytes_p[off] = 1;
+  if (!keep) ::munmap(p, bytes);
+}
+
+// A logger that makes every record durable: 64 KiB appended, then fdatasync, --fault-mib MiB in
+// all. Each flush waits for the device, which is what makes a synchronous logger hurt.
+void write_and_fsync(const Options& o) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> g(mu);
+  int fd = ::open(o.fault_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  static const std::string record(64 << 10, 'x');
+  for (long i = 0; i < o.fault_mib * 16; ++i) {
+    if (::write(fd, record.data(), record.size()) < 0) break;
+    ::fdatasync(fd);
+  }
+  ::close(fd);
+}
+
+void wait_for_batch(double ms) {
+  static std::mutex mu;
+  static std::condition_variable never_filled;
+  std::unique_lock<std::mutex> lock(mu);
+  never_filled.wait_for(lock, std::chrono::microseconds(static_cast<long>(ms * 1000)));
+}
+
+void cold_start_once(const Options& o) {
+  if (g_initialised.load()) return;
+  std::lock_guard<std::mutex> g(g_init_mu);
+  if (g_initialised.load()) return;
+  touch_fresh_memory(static_cast<size_t>(o.fault_mib) << 20, true);  // "weights", kept
+  burn_ms(o.fault_ms);
+  g_initialised.store(true);
+}
+
+void metrics_thread(const Options& o) {
+  while (!g_stop.load()) {
+    std::this_thread::sleep_for(std::chrono::microseconds(static_cast<long>(o.fault_period_ms * 1000)));
+    std::lock_guard<std::mutex> g(g_token_lock);
+    burn_ms(o.fault_ms);  // "collecting metrics" while holding the server's lock
+  }
+}
+
+// Per token: the bookkeeping every token does, and the per-token faults.
+void after_token_work(const Options& o) {
+  uint64_t n;
+  {
+    std::lock_guard<std::mutex> g(g_token_lock);
+    n = g_tokens_sent.fetch_add(1) + 1;
+  }
+  if (n % static_cast<uint64_t>(o.fault_every) != 0) return;
+  if (o.fault == "disk_io") write_and_fsync(o);
+  else if (o.fault == "batch") wait_for_batch(o.fault_ms);
+}
+
 // Serves one completion. Returns whether the connection may serve another request.
 bool stream_completion(int fd, const Request& req, const Options& o) {
   std::optional<long> max_tokens;
@@ -719,9 +829,13 @@ bool stream_completion(int fd, const Request& req, const Options& o) {
   const bool early_headers = effective_headers_at(o) == HeadersAt::request;
 
   if (early_headers && !s.headers()) return false;
+  if (o.fault == "cold_start") cold_start_once(o);
+  if (o.fault == "kv_alloc" && static_cast<double>(req.body.size()) >= o.fault_min_kb * 1024)
+    touch_fresh_memory(static_cast<size_t>(o.fault_mib) << 20, false);
   burn_ms(o.prefill_base_ms + o.prefill_ms_per_kb * static_cast<double>(req.body.size()) / 1024.0);
   for (long i = 0; i < n; ++i) {
     burn_ms(o.token_ms);
+    if (!o.fault.empty()) after_token_work(o);
     if (g_stop.load()) return false;
     if (!s.headers_sent() && !s.headers()) return false;
     if (!s.event(token_event(id, i + 1 == n))) return false;
@@ -830,7 +944,7 @@ void shutdown_all() {
 }
 
 // Returns the listening socket on 127.0.0.1 (never any other address), or -1.
-int listen_loopback(int port, int& bound_port) {
+int listen_loopback(int port, int& bound_port, int backlog) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   int one = 1;
@@ -840,7 +954,7 @@ int listen_loopback(int port, int& bound_port) {
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 128) != 0 ||
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, backlog) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     ::close(fd);
     return -1;
@@ -858,6 +972,8 @@ void accept_loop(int lfd, const Options& o) {
     if (fd < 0) continue;
     configure_socket(fd, o);
     spawn_connection(fd, o);
+    if (o.accept_delay_ms > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(static_cast<long>(o.accept_delay_ms * 1000)));
   }
 }
 
@@ -894,7 +1010,7 @@ int main(int argc, char** argv) {
                g_iterations_per_ms, kRuns, kRunMs);
 
   int port = 0;
-  int lfd = listen_loopback(opts.port, port);
+  int lfd = listen_loopback(opts.port, port, static_cast<int>(opts.listen_backlog));
   if (lfd < 0) {
     std::fprintf(stderr, "ld-sample-server: cannot listen on 127.0.0.1:%d: %s\n", opts.port,
                  std::strerror(errno));
@@ -903,6 +1019,7 @@ int main(int argc, char** argv) {
   std::printf("listening on 127.0.0.1:%d\n", port);
   std::fflush(stdout);
 
+  if (opts.fault == "lock") std::thread(metrics_thread, std::cref(opts)).detach();
   accept_loop(lfd, opts);
   ::close(lfd);
   shutdown_all();

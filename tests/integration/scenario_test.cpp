@@ -1,0 +1,224 @@
+// Root tier: the scenario suite. Each scenario injects one known cause into a real server
+// (the sample target's fault knobs, a Python server, a noisy neighbour, a CPU quota), runs the
+// real agent on it under load and checks that the slow tokens are blamed on that cause.
+// Every run appends its row (outliers, top-1 accuracy, mean explained share) to
+// $LD_BUILD_DIR/scenario-results.md, which docs/accuracy.md is made from.
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "agent_util.hpp"
+#include "bench/bench.hpp"
+#include "cgroup_util.hpp"
+#include "probe_test_util.hpp"
+#include "proc_util.hpp"
+
+using namespace std::chrono_literals;
+using ld::test::Child;
+using nlohmann::json;
+using namespace ld::test::agent;
+
+namespace {
+
+struct Outcome {
+  json report;
+  size_t outliers = 0;
+  size_t top_hits = 0;          // outliers whose largest cause is the injected one
+  double explained_share = 0;   // mean over outliers of the non-unknown shares
+  std::map<std::string, size_t> top_causes;
+  double accuracy() const { return outliers ? static_cast<double>(top_hits) / outliers : 0; }
+};
+
+Outcome judge(json report, const std::string& cause) {
+  Outcome o;
+  o.report = std::move(report);
+  for (const auto& out : o.report.value("outliers", json::array())) {
+    ++o.outliers;
+    const auto& causes = out["causes"];
+    if (causes.empty()) continue;
+    const std::string top = causes[0].value("cause", "");
+    o.top_causes[top]++;
+    if (top == cause) ++o.top_hits;
+    double explained = 0;
+    for (const auto& c : causes)
+      if (c.value("cause", "") != "unknown") explained += c.value("share", 0.0);
+    o.explained_share += explained;
+  }
+  if (o.outliers) o.explained_share /= static_cast<double>(o.outliers);
+  return o;
+}
+
+void record_row(const std::string& scenario, const Outcome& o) {
+  std::string tops;
+  for (const auto& [cause, n] : o.top_causes) tops += fmt::format("{}{} {}", tops.empty() ? "" : ", ", cause, n);
+  const std::string row = fmt::format("| {} | {} | {:.0f}% | {:.0f}% | {} |", scenario, o.outliers,
+                                      o.accuracy() * 100, o.explained_share * 100, tops.empty() ? "-" : tops);
+  std::ofstream(std::string(LD_BUILD_DIR) + "/scenario-results.md", std::ios::app) << row << "\n";
+  std::cout << "[ scenario ] " << row << "\n";
+  for (const auto& out : o.report.value("outliers", json::array())) {
+    std::string line = fmt::format("  {} {} #{} {:.0f} ms:", out.value("kind", ""), out.value("request", ""),
+                                   out.value("token_index", 0), out.value("duration_ms", 0.0));
+    for (const auto& c : out["causes"]) line += fmt::format(" {} {:.0f}", c.value("cause", ""), c.value("ms", 0.0));
+    std::cout << line << "\n";
+  }
+}
+
+int port_of(Child& server) {
+  if (!server.wait_for_output("listening on", 60s)) return 0;
+  std::smatch m;
+  const std::string out = server.out();
+  return std::regex_search(out, m, std::regex(R"(listening on 127\.0\.0\.1:(\d+))")) ? std::stoi(m[1]) : 0;
+}
+
+std::string url_of(int port) { return "http://127.0.0.1:" + std::to_string(port) + "/v1/completions"; }
+
+ld::bench::BenchResult load(int port, int requests, int concurrency, int tokens, size_t prompt_bytes = 256,
+                            const std::string& tokens_out = "") {
+  ld::bench::BenchOptions options;
+  options.url = url_of(port);
+  options.requests = requests;
+  options.concurrency = concurrency;
+  options.max_tokens = tokens;
+  options.prompt_bytes = prompt_bytes;
+  options.tokens_out = tokens_out;
+  options.timeout_s = 60;
+  return ld::bench::run_bench(options);
+}
+
+std::vector<std::string> sample_server(std::vector<std::string> extra) {
+  std::vector<std::string> argv{kServer, "--port", "0", "--token-ms", "20", "--tokens", "30"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+// Attaches to `server`, runs `drive`, stops the agent and judges its report against `cause`.
+Outcome run_scenario(const std::string& name, const std::string& cause, Child& server,
+                     const std::function<void(int port)>& drive, std::vector<std::string> attach_extra = {}) {
+  const int port = port_of(server);
+  EXPECT_GT(port, 0) << server.err();
+  if (port <= 0) return {};
+  json report = run_and_report(server.pid(), "120s", [&] { drive(port); }, attach_extra);
+  EXPECT_FALSE(report.is_discarded());
+  Outcome o = judge(report, cause);
+  record_row(name, o);
+  return o;
+}
+
+void expect_cause_on_top(const Outcome& o, size_t min_outliers) {
+  EXPECT_GE(o.outliers, min_outliers);
+  EXPECT_GE(o.accuracy(), 0.9) << o.report["outliers"].dump(1);
+}
+
+}  // namespace
+
+TEST(Scenario, CleanBaselineBlamesNothingButCompute) {
+  REQUIRE_BPF();
+  Child server(sample_server({}));
+  Outcome o = run_scenario("clean baseline", "compute", server, [](int port) { load(port, 8, 1, 30); });
+  // No outlier may be blamed on a cause other than compute.
+  EXPECT_EQ(o.top_hits, o.outliers) << o.report["outliers"].dump(1);
+}
+
+TEST(Scenario, DiskIoFromALoggerThatFsyncs) {
+  REQUIRE_BPF();
+  const std::string log = "/tmp/ld-scenario-" + std::to_string(getpid()) + ".log";
+  Child server(sample_server({"--fault", "disk_io", "--fault-every", "10", "--fault-mib", "4", "--fault-file", log}));
+  Outcome o = run_scenario("disk_io (4 MiB logged with fdatasync per 64 KiB, every 10 tokens)", "disk_io", server,
+                           [](int port) { load(port, 4, 1, 30); });
+  expect_cause_on_top(o, 6);
+  unlink(log.c_str());
+}
+
+TEST(Scenario, KvAllocOnLongPrompts) {
+  REQUIRE_BPF();
+  Child server(sample_server({"--prefill-base-ms", "30", "--prefill-ms-per-kb", "4", "--fault", "kv_alloc",
+                              "--fault-min-kb", "6", "--fault-mib", "768"}));
+  Outcome o = run_scenario("kv_alloc (768 MiB touched for prompts >= 6 KiB)", "kv_alloc", server, [](int port) {
+    for (size_t bytes : {512, 1024, 2048, 8192, 3072, 4096})
+      load(port, 3, 1, 4, bytes);
+  });
+  expect_cause_on_top(o, 3);
+}
+
+TEST(Scenario, LockHeldByAMetricsThread) {
+  REQUIRE_BPF();
+  Child server(sample_server({"--fault", "lock", "--fault-ms", "300", "--fault-period-ms", "1000"}));
+  Outcome o = run_scenario("lock_contention (metrics thread holds the lock 300 ms/s)", "lock_contention", server,
+                           [](int port) { load(port, 10, 1, 30); });
+  expect_cause_on_top(o, 4);
+}
+
+TEST(Scenario, BatchWaitThatNeverFills) {
+  REQUIRE_BPF();
+  Child server(sample_server({"--fault", "batch", "--fault-every", "8", "--fault-ms", "300"}));
+  Outcome o = run_scenario("app_wait (300 ms batch wait every 8 tokens)", "app_wait", server,
+                           [](int port) { load(port, 4, 1, 30); });
+  expect_cause_on_top(o, 6);
+}
+
+TEST(Scenario, ColdStartOnTheFirstRequest) {
+  REQUIRE_BPF();
+  Child server(sample_server({"--prefill-base-ms", "50", "--fault", "cold_start", "--fault-mib", "256", "--fault-ms", "600"}));
+  Outcome o = run_scenario("cold_start (first request: 256 MiB + 600 ms init)", "cold_start", server,
+                           [](int port) { load(port, 8, 1, 10); });
+  expect_cause_on_top(o, 1);
+}
+
+TEST(Scenario, CpuContentionFromAPinnedNeighbour) {
+  REQUIRE_BPF();
+  Child server({"/usr/bin/taskset", "-c", "0", kServer, "--port", "0", "--token-ms", "20", "--tokens", "30"});
+  Child hog({ld::test::workload_path("bursty_hog"), "--cpu", "0", "--burst-ms", "400", "--period-ms", "1500"});
+  Outcome o = run_scenario("cpu_contention (SCHED_FIFO hog: 400 ms bursts on the server's CPU)", "cpu_contention",
+                           server, [](int port) { load(port, 10, 1, 30); });
+  expect_cause_on_top(o, 4);
+  // The neighbour is named.
+  bool named = false;
+  for (const auto& out : o.report["outliers"])
+    for (const auto& c : out["causes"])
+      if (c.value("cause", "") == "cpu_contention" && c["evidence"].value("culprit_pid", 0) == hog.pid()) named = true;
+  EXPECT_TRUE(named) << "no outlier names the hog (pid " << hog.pid() << ")";
+}
+
+TEST(Scenario, CgroupThrottlingByACpuQuota) {
+  REQUIRE_BPF();
+  ld::test::QuotaCgroup cg(150000, 500000);  // 150 ms per 500 ms: 3 tokens of 40 ms fit, the 4th waits
+  ASSERT_EQ(cg.error(), "");
+  Child server({kServer, "--port", "0", "--token-ms", "40", "--tokens", "24"});
+  ASSERT_TRUE(cg.add(server.pid())) << cg.dir();
+  Outcome o = run_scenario("cgroup_throttle (quota 150 ms / 500 ms)", "cgroup_throttle", server,
+                           [](int port) { load(port, 4, 1, 24); });
+  expect_cause_on_top(o, 4);
+  server.signal(SIGKILL);
+  server.wait(5s);
+}
+
+TEST(Scenario, GilHeldByAPythonThread) {
+  REQUIRE_BPF();
+  const std::string script = std::string(LD_SOURCE_DIR) + "/tests/target/py_sse_server.py";
+  Child server({"/usr/bin/env", "python3", script, "--token-ms", "20", "--tokens", "30", "--gil-hog-ms", "300",
+                "--gil-hog-period-ms", "1500"});
+  Outcome o = run_scenario("gil (a thread sorts in C for 300 ms every 1.5 s)", "gil", server,
+                           [](int port) { load(port, 8, 1, 30); });
+  expect_cause_on_top(o, 4);
+}
+
+TEST(Scenario, ConnectionChurnThroughASlowAcceptQueue) {
+  REQUIRE_BPF();
+  const std::string tokens = "/tmp/ld-scenario-tokens-" + std::to_string(getpid()) + ".jsonl";
+  Child server(sample_server({"--close-after-stream", "--listen-backlog", "1", "--accept-delay-ms", "250",
+                              "--tokens", "5"}));
+  Outcome o = run_scenario("time_wait (connection per request, backlog 1, slow accept)", "time_wait", server,
+                           [&](int port) { load(port, 24, 6, 5, 256, tokens); },
+                           {"--tokens", "jsonl:" + tokens});
+  expect_cause_on_top(o, 4);
+  unlink(tokens.c_str());
+}
