@@ -169,37 +169,38 @@ std::string requests_section(const Report& r) {
   return out;
 }
 
-// "disk_io 350.0 ms (syscall=fsync, path=/var/log/app.log)": a cause with its evidence.
-std::string evidence_text(const nlohmann::json& evidence) {
-  if (!evidence.is_object() || evidence.empty()) return "";
-  std::string out;
-  for (const auto& [key, value] : evidence.items()) {
-    if (!out.empty()) out += ", ";
-    out += printable(key) + "=" + (value.is_string() ? printable(value.get<std::string>()) : value.dump());
-  }
-  return " (" + out + ")";
-}
-
 std::string cause_list(const std::vector<CauseTime>& causes, bool with_evidence) {
   std::string out;
   for (const CauseTime& c : causes) {
     if (!out.empty()) out += " + ";
     out += fmt::format("{} {} ms", printable(c.cause), ms_cell(c.ms));
-    if (with_evidence) out += evidence_text(c.evidence);
+    if (!with_evidence) continue;
+    if (auto phrase = evidence_phrase(c); !phrase.empty()) out += " (" + printable(phrase) + ")";
   }
   return out;
 }
 
+std::string fit_line(const Report& r) {
+  std::string out;
+  if (r.ttft_fit.valid)
+    out += kIndent + fmt::format("TTFT baseline: {:.2f} * sqrt(input {}) + {:.1f} ms (R^2 {:.2f}, {} requests)\n",
+                                 r.ttft_fit.a, r.ttft_fit.input, r.ttft_fit.b, r.ttft_fit.r2, r.ttft_fit.n);
+  if (r.periodicity.found)
+    out += kIndent + fmt::format("periodic: {} outliers recur every {:.1f} s; they coincide with {}\n",
+                                 r.periodicity.outliers, r.periodicity.period_s, printable(r.periodicity.coincides));
+  return out;
+}
+
 std::string outliers_section(const Report& r) {
-  if (r.outliers.empty()) return "";
-  std::string out = fmt::format("outliers ({})\n", r.outliers.size());
+  if (r.outliers.empty()) return r.request_rows.empty() ? "" : "outliers: none (no slow first token or gap)\n" + fit_line(r);
+  std::string out = fmt::format("outliers ({}, baseline = the typical gap or the fitted TTFT)\n", r.outliers.size());
   for (const Outlier& o : r.outliers) {
     out += kIndent + fmt::format("{} {} token {}: {} ms (baseline {} ms)", o.kind, printable(o.request),
                                  o.token_index, ms_cell(o.duration_ms), ms_cell(o.baseline_ms));
     if (!o.causes.empty()) out += " = " + cause_list(o.causes, true);
     out += "\n";
   }
-  return out;
+  return out + fit_line(r);
 }
 
 std::string typical_section(const Report& r) {

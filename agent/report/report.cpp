@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 namespace ld::report {
 
 uint64_t mono_to_unix_ns(uint64_t mono_ns, int64_t realtime_minus_monotonic_ns) {
@@ -15,6 +17,36 @@ uint64_t mono_to_unix_ns(uint64_t mono_ns, int64_t realtime_minus_monotonic_ns) 
 }
 
 namespace {
+
+std::string str(const nlohmann::json& ev, const char* key) {
+  auto it = ev.find(key);
+  if (it == ev.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_number_integer()) return std::to_string(it->get<int64_t>());
+  if (it->is_number()) return fmt::format("{:.0f}", it->get<double>());
+  return "";
+}
+
+double num(const nlohmann::json& ev, const char* key) {
+  auto it = ev.find(key);
+  return it != ev.end() && it->is_number() ? it->get<double>() : 0;
+}
+
+std::string bytes_text(double bytes) {
+  if (bytes >= 1024.0 * 1024 * 1024) return fmt::format("{:.1f} GiB", bytes / (1024.0 * 1024 * 1024));
+  if (bytes >= 1024.0 * 1024) return fmt::format("{:.0f} MiB", bytes / (1024.0 * 1024));
+  return fmt::format("{:.0f} KiB", bytes / 1024.0);
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) {
+    if (p.empty()) continue;
+    if (!out.empty()) out += ", ";
+    out += p;
+  }
+  return out;
+}
 
 double max_of(const std::vector<double>& values) {
   double best = std::numeric_limits<double>::quiet_NaN();
@@ -54,6 +86,45 @@ void count_over_thresholds(const RequestRow& row, const std::vector<double>& gap
 }
 
 }  // namespace
+
+std::string evidence_phrase(const CauseTime& c) {
+  const nlohmann::json& ev = c.evidence;
+  if (!ev.is_object() || ev.empty()) return "";
+  auto who = [&](const char* comm, const char* pid) {
+    const std::string name = str(ev, comm), id = str(ev, pid);
+    if (name.empty() && id.empty()) return std::string();
+    return id.empty() ? name : fmt::format("{} (pid {})", name, id);
+  };
+  if (c.cause == "disk_io") return join({str(ev, "syscall") + (ev.contains("path") ? " " + str(ev, "path") : "")});
+  if (c.cause == "kv_alloc") {
+    std::vector<std::string> parts{str(ev, "syscall")};
+    if (num(ev, "mmap_bytes") > 0) parts.push_back(bytes_text(num(ev, "mmap_bytes")) + " mapped");
+    if (num(ev, "faults") > 0) parts.push_back(fmt::format("{:.0f} page faults", num(ev, "faults")));
+    return join(parts);
+  }
+  if (c.cause == "cpu_contention") {
+    const std::string culprit = who("culprit_comm", "culprit_pid");
+    return culprit.empty() ? "waiting for a CPU" : "behind " + culprit;
+  }
+  if (c.cause == "lock_contention") {
+    const std::string holder = who("holder_comm", "holder_pid");
+    return join({holder.empty() ? "" : "lock held by " + holder, ev.contains("uaddr") ? "futex " + str(ev, "uaddr") : ""});
+  }
+  if (c.cause == "gil") {
+    const std::string holder = str(ev, "holder_comm");
+    return join({fmt::format("{:.0f} GIL waits", num(ev, "waits")), holder.empty() ? "" : "woken by " + holder,
+                 str(ev, "method").empty() ? "" : "via " + str(ev, "method")});
+  }
+  if (c.cause == "cgroup_throttle") return fmt::format("throttled {:.0f} ms by the CPU quota", num(ev, "throttled_ms"));
+  if (c.cause == "time_wait") return fmt::format("{:.0f} ms before the server read the request{}",
+                                                   num(ev, "before_server_ms"),
+                                                   ev.value("new_connection", false) ? " (new connection)" : "");
+  if (c.cause == "app_wait") return str(ev, "syscall");
+  if (c.cause == "swap_reclaim") return str(ev, "kind");
+  if (c.cause == "cold_start") return "first request after start";
+  if (c.cause == "unknown") return str(ev, "woken_by").empty() ? "" : "woken by " + str(ev, "woken_by");
+  return str(ev, "syscall");
+}
 
 Report build_report(const analysis::Timeline& timeline, const Target& target,
                     uint64_t window_start_mono_ns, uint64_t window_end_mono_ns,

@@ -188,6 +188,10 @@ nlohmann::json to_json(const Report& report);  // NaN values become null
 std::string render_json(const Report& report);  // pretty, trailing newline; never throws on odd UTF-8
 std::string render_text(const Report& report);
 
+// Shared by the renderers: the evidence of one cause as a short phrase for people
+// ("fdatasync /var/log/app.log", "behind cc1plus (pid 7933)"); "" when there is none.
+std::string evidence_phrase(const CauseTime& cause);
+
 // Shared by the renderers: a monotonic time as unix ns (0 when it would be negative).
 uint64_t mono_to_unix_ns(uint64_t mono_ns, int64_t realtime_minus_monotonic_ns);
 

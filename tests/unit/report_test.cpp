@@ -227,7 +227,7 @@ TEST(Report, OutliersAndFindingsFollowTheContract) {
   EXPECT_NE(text.find("fix: log asynchronously"), std::string::npos);
   EXPECT_NE(text.find("sysctl vm.swappiness = 1 (now 60)"), std::string::npos) << text;
   EXPECT_NE(text.find("tpot 42:c1#2 token 1: 400.0 ms (baseline 25.0 ms) = disk_io 350.0 ms "
-                      "(path=/var/log/app.log, syscall=fsync) + unknown 50.0 ms"),
+                      "(fsync /var/log/app.log) + unknown 50.0 ms"),
             std::string::npos)
       << text;
 }
