@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "rules/engine.hpp"
+#include "trace/trace_file.hpp"
 
 using namespace ld::rules;
 namespace fs = std::filesystem;
@@ -400,4 +401,29 @@ TEST(RulesCli, ListShowsShippedAndAddedRules) {
   EXPECT_NE(r.out.find("zz-my-rule"), std::string::npos);
   EXPECT_NE(r.out.find("disk-io-on-token-path"), std::string::npos);  // a shipped one
   EXPECT_EQ(run_cli({"rules"}).status, 1);                              // list or check is required
+}
+
+TEST(RulesCli, ReportAppliesRulesFromRulesDirs) {
+  TempDir dir;
+  const std::string trace = dir.path() + "/empty.ldtrace";
+  {
+    ld::trace::TraceWriter writer(trace, {{"target", {{"pids", {4242}}, {"comm", "python3"}}}});
+    writer.finish({});
+  }
+  const std::string always = replace(replace(kDiskRule, "slow-fsync", "always-here"),
+                                     "cause.disk_io.max_ms >= 20ms", "summary.requests >= 0");
+  const std::string rules = dir.write("always.toml", always);
+  const CliRun r = run_cli({"report", trace, "--format", "json", "--rules", rules});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto report = nlohmann::json::parse(r.out);
+  ASSERT_EQ(report["findings"].size(), 1u) << r.out;
+  EXPECT_EQ(report["findings"][0]["rule"], "always-here");
+  EXPECT_EQ(report["findings"][0]["severity"], "warn");
+  EXPECT_EQ(run_cli({"report", trace, "--rules", dir.path() + "/nope"}).status, 2);
+  // A broken rule file is a warning in a report, not a failure.
+  dir.write("broken.toml", "[[rule]]\nid = 'x'\n");
+  const CliRun warned = run_cli({"report", trace, "--rules", dir.path()});
+  EXPECT_EQ(warned.status, 0) << warned.err;
+  EXPECT_NE(warned.err.find("warning: rules: " + dir.path() + "/broken.toml:1: rule x: rule has no 'cause'"),
+            std::string::npos) << warned.err;
 }
