@@ -28,14 +28,20 @@ std::string severity_cell(const rules::Rule& r) {
   return r.severity;
 }
 
-int run_list(const RulesOptions& o) {
-  rules::RuleSet set;
+// The shipped rules plus --rules; nullopt (with the error printed) when a path is unreadable.
+std::optional<rules::RuleSet> load_for(const std::string& command, const RulesOptions& o) {
   try {
-    set = rules::load_rules(o.paths);
+    return rules::load_rules(o.paths);
   } catch (const std::exception& e) {
-    print_error("rules list", e.what());
-    return kExitRuntime;
+    print_error(command, e.what());
+    return std::nullopt;
   }
+}
+
+int run_list(const RulesOptions& o) {
+  const auto loaded = load_for("rules list", o);
+  if (!loaded) return kExitRuntime;
+  const rules::RuleSet& set = *loaded;
   std::vector<const rules::Rule*> sorted;
   for (const rules::Rule& r : set.rules) sorted.push_back(&r);
   std::sort(sorted.begin(), sorted.end(), [](const rules::Rule* a, const rules::Rule* b) { return a->id < b->id; });
@@ -51,13 +57,9 @@ int run_list(const RulesOptions& o) {
 }
 
 int run_check(const RulesOptions& o) {
-  rules::RuleSet set;
-  try {
-    set = rules::load_rules(o.paths);
-  } catch (const std::exception& e) {
-    print_error("rules check", e.what());
-    return kExitRuntime;
-  }
+  const auto loaded = load_for("rules check", o);
+  if (!loaded) return kExitRuntime;
+  const rules::RuleSet& set = *loaded;
   for (const auto& p : set.errors) print_problem(p, "error");
   for (const auto& p : set.warnings) print_problem(p, "warning");
   const std::string from = set.sources.empty() ? "nowhere" : fmt::format("{}", fmt::join(set.sources, ", "));

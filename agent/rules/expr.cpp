@@ -247,22 +247,27 @@ class Parser {
     return n;
   }
 
-  Node parse_or() {
-    Node left = parse_and();
-    while (at_word("or")) {
+  // One precedence level of left-associative binary operators: NEXT (OP NEXT)*.
+  template <class OpOf>
+  Node binary_level(OpOf op_of, Node (Parser::*next)()) {
+    Node left = (this->*next)();
+    while (const std::optional<Op> op = op_of(peek())) {
       const size_t at = take().offset;
-      left = make(Op::kOr, {std::move(left), parse_and()}, at);
+      left = make(*op, {std::move(left), (this->*next)()}, at);
     }
     return left;
   }
 
+  static std::optional<Op> word_op(const Token& t, const char* word, Op op) {
+    return t.type == Tok::kName && t.text == word ? std::optional<Op>(op) : std::nullopt;
+  }
+
+  Node parse_or() {
+    return binary_level([](const Token& t) { return word_op(t, "or", Op::kOr); }, &Parser::parse_and);
+  }
+
   Node parse_and() {
-    Node left = parse_not();
-    while (at_word("and")) {
-      const size_t at = take().offset;
-      left = make(Op::kAnd, {std::move(left), parse_not()}, at);
-    }
-    return left;
+    return binary_level([](const Token& t) { return word_op(t, "and", Op::kAnd); }, &Parser::parse_not);
   }
 
   Node parse_not() {
@@ -314,24 +319,20 @@ class Parser {
     return result;
   }
 
+  static std::optional<Op> symbol_op(const Token& t, Tok first, Op first_op, Tok second, Op second_op) {
+    if (t.type == first) return first_op;
+    if (t.type == second) return second_op;
+    return std::nullopt;
+  }
+
   Node parse_sum() {
-    Node left = parse_product();
-    while (peek().type == Tok::kPlus || peek().type == Tok::kMinus) {
-      const Op op = peek().type == Tok::kPlus ? Op::kAdd : Op::kSub;
-      const size_t at = take().offset;
-      left = make(op, {std::move(left), parse_product()}, at);
-    }
-    return left;
+    return binary_level([](const Token& t) { return symbol_op(t, Tok::kPlus, Op::kAdd, Tok::kMinus, Op::kSub); },
+                        &Parser::parse_product);
   }
 
   Node parse_product() {
-    Node left = parse_unary();
-    while (peek().type == Tok::kStar || peek().type == Tok::kSlash) {
-      const Op op = peek().type == Tok::kStar ? Op::kMul : Op::kDiv;
-      const size_t at = take().offset;
-      left = make(op, {std::move(left), parse_unary()}, at);
-    }
-    return left;
+    return binary_level([](const Token& t) { return symbol_op(t, Tok::kStar, Op::kMul, Tok::kSlash, Op::kDiv); },
+                        &Parser::parse_unary);
   }
 
   Node parse_unary() {
