@@ -109,8 +109,9 @@ class RuleReader {
                                         "title",    "condition", "warn_if", "crit_if", "evidence",
                                         "remedy",   "verify",  "sysctl",   "sysctl_only"};
     for (auto&& [key, value] : t_) {
-      if (std::none_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key.str() == k; }))
-        throw RuleError(line_of(value), fmt::format("unknown key '{}' in a rule", key.str()));
+      const std::string_view name = key.str();  // clang cannot capture a structured binding
+      if (std::none_of(std::begin(kKeys), std::end(kKeys), [name](const char* k) { return name == k; }))
+        throw RuleError(line_of(value), fmt::format("unknown key '{}' in a rule", name));
     }
   }
 
