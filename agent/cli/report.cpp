@@ -34,6 +34,7 @@ int run_report(const ReportOptions& o) {
   try {
     auto out = Output::open(o.output);
     analysis::EventAnalyzer analyzer;
+    if (format_needs_thread_tracks(o.format)) analyzer.keep_thread_tracks();
     auto read = trace::read_trace(o.trace_path, [&](const ld_hdr& rec) {
       analyzer.on_record(rec, rec.size);
     });
@@ -63,7 +64,8 @@ void register_report(CLI::App& app, int& exit_code) {
   sub->add_option("trace", opts->trace_path, "The .ldtrace file")->required();
   sub->add_option("--tokens", opts->tokens,
                   "Token times from jsonl:FILE instead of the recorded socket sends");
-  sub->add_option("-f,--format", opts->format, "Report format: text or json")->capture_default_str();
+  sub->add_option("-f,--format", opts->format, "Report format: " + report_formats_text() +
+                      " (Chrome trace-event JSON for ui.perfetto.dev)")->capture_default_str();
   sub->add_option("-o,--output", opts->output, "Write the report to FILE (mode 0600)");
   sub->callback([opts, &exit_code] { exit_code = run_report(*opts); });
 }
