@@ -60,6 +60,8 @@ void register_report(CLI::App& app, int& exit_code) {
       "Examples:\n"
       "  latency-doctor report incident.ldtrace\n"
       "  latency-doctor report incident.ldtrace --format json -o report.json\n"
+      "  latency-doctor report incident.ldtrace --format html -o report.html   # plots, one offline file\n"
+      "  latency-doctor report incident.ldtrace --format perfetto -o trace.json  # open in ui.perfetto.dev\n"
       "  latency-doctor report incident.ldtrace --tokens jsonl:client-tokens.jsonl");
   sub->add_option("trace", opts->trace_path, "The .ldtrace file")->required();
   sub->add_option("--tokens", opts->tokens,

@@ -437,7 +437,7 @@ std::string ttft_html(const Report& r) {
     caption = fmt::format("Fit: TTFT ≈ {:.3g}·√input + {:.3g} ms (R² {:.2f}, {} requests, input in {}). ",
                           r.ttft_fit.a, r.ttft_fit.b, r.ttft_fit.r2, r.ttft_fit.n, r.ttft_fit.input);
   } else {
-    caption = "No fit: it needs at least 3 requests with distinct input lengths. ";
+    caption = no_fit_reason(r) + " ";
   }
   caption += "Large dots are TTFT outliers, coloured by their main cause.";
   if (stride > 1) caption += fmt::format(" One ordinary request in {} is drawn.", stride);

@@ -188,7 +188,7 @@ std::string ttft_md(const Report& r) {
     out += fmt::format("Fit: TTFT ≈ {:.3g}·√input + {:.3g} ms (R² {:.2f}, {} requests, input in {}).\n\n", r.ttft_fit.a,
                        r.ttft_fit.b, r.ttft_fit.r2, r.ttft_fit.n, r.ttft_fit.input);
   } else {
-    out += "No fit: it needs at least 3 requests with distinct input lengths.\n\n";
+    out += no_fit_reason(r) + "\n\n";
   }
   std::vector<std::vector<std::string>> rows;
   for (const InputBucket& b : ttft_by_input(r, kInputBuckets)) {

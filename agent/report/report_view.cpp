@@ -213,6 +213,14 @@ double fitted_ttft_ms(const TtftFit& fit, double input) {
   return fit.a * std::sqrt(input) + fit.b;
 }
 
+std::string no_fit_reason(const Report& r) {
+  if (r.ttft_fit.valid) return "";
+  std::set<double> inputs;
+  for (const TtftPoint& p : ttft_points(r)) inputs.insert(p.input);
+  if (inputs.size() < 3) return "No fit: it needs at least 3 requests with distinct input lengths.";
+  return "No fit was computed for this report.";
+}
+
 std::vector<InputBucket> ttft_by_input(const Report& r, size_t buckets) {
   std::vector<TtftPoint> points = ttft_points(r);
   std::sort(points.begin(), points.end(), [](const TtftPoint& a, const TtftPoint& b) { return a.input < b.input; });

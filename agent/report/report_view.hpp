@@ -63,6 +63,9 @@ std::vector<TtftPoint> ttft_points(const Report& r);
 // The fitted TTFT at an input length; NaN without a valid fit.
 double fitted_ttft_ms(const TtftFit& fit, double input);
 
+// Why the report has no fit, for the caption ("" when it has one).
+std::string no_fit_reason(const Report& r);
+
 struct InputBucket {
   double input_lo = 0, input_hi = 0;
   uint64_t requests = 0;

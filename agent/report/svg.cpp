@@ -118,8 +118,10 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
     }
   }
   const double step = scaled(multiple);
+  if (!(step > 0) || !std::isfinite(step) || !std::isfinite(lo / step)) return {lo};  // denormal ranges
   std::vector<double> ticks;
-  for (auto k = static_cast<long long>(std::ceil(lo / step - 1e-9)); scaled(k * multiple) <= hi + step * 1e-9; ++k)
+  for (auto k = static_cast<long long>(std::ceil(lo / step - 1e-9));
+       scaled(k * multiple) <= hi + step * 1e-9 && ticks.size() <= 4 * static_cast<size_t>(target); ++k)
     ticks.push_back(scaled(static_cast<double>(k) * multiple));
   return ticks;
 }

@@ -135,6 +135,8 @@ TEST(ReportView, NiceTicksAreRoundAndCoverTheRange) {
   EXPECT_EQ(ld::report::nice_ticks(0, 0.9, 4), (std::vector<double>{0, 0.2, 0.4, 0.6, 0.8}));
   EXPECT_EQ(ld::report::nice_ticks(0, 0, 4).size(), 1u);
   EXPECT_EQ(ld::report::nice_ticks(0, NAN, 4).size(), 1u);
+  EXPECT_LE(ld::report::nice_ticks(0, 1e-320, 4).size(), 16u);  // denormal range: no endless loop
+  EXPECT_LE(ld::report::nice_ticks(-1e300, 1e300, 4).size(), 16u);
 }
 
 TEST(ReportView, PaletteGivesEveryCauseItsOwnColour) {
@@ -304,6 +306,10 @@ TEST(RenderHtml, ColoursOutliersByCauseAndDrawsTheFit) {
   const std::string html2 = ld::report::render_html(no_fit);
   const size_t ttft2 = html2.find("<section id=\"ttft\"");
   EXPECT_EQ(html2.substr(ttft2, html2.find("</section>", ttft2) - ttft2).find("<polyline"), std::string::npos);
+  EXPECT_NE(html2.find("No fit was computed"), std::string::npos);  // 3 distinct inputs: data was enough
+  no_fit.request_rows[1].input_bytes = no_fit.request_rows[0].input_bytes;
+  EXPECT_NE(ld::report::render_html(no_fit).find("needs at least 3 requests with distinct input lengths"),
+            std::string::npos);
 }
 
 TEST(RenderHtml, ShowsFindingsWithRemedyAndSysctlLines) {
@@ -340,6 +346,28 @@ TEST(RenderHtml, EmptyReportStillRenders) {
   EXPECT_NE(html.find("No streaming responses were seen"), std::string::npos);
   EXPECT_NE(html.find("</html>"), std::string::npos);
   EXPECT_EQ(count(html, "<svg"), count(html, "</svg>"));
+}
+
+// Values no sane trace produces must still render, in every format.
+TEST(RenderFormats, OddValuesNeverCrash) {
+  Report r = sample_report();
+  r.request_rows[0].token_tid.resize(2);                       // fewer threads than tokens
+  r.request_rows[1].ttft_ms = NAN;
+  r.request_rows[2].token_mono_ns.insert(r.request_rows[2].token_mono_ns.begin(), 1);  // not ascending
+  r.request_rows[2].id = "";
+  Outlier& o = r.outliers[0];
+  o.duration_ms = NAN;
+  o.end_mono_ns = 0;                                           // ends before it starts
+  o.causes.push_back({"", -5, INFINITY, json::array({1, 2})});  // evidence not an object
+  r.outliers.push_back(r.outliers[1]);
+  r.outliers.back().request = "no such request";
+  r.typical.total_ms = INFINITY;
+  r.host = json::array({"not", "an", "object"});
+  r.start_unix_ns = 0;
+  r.ttft_fit.a = NAN;
+  for (const auto& render : {ld::report::render_html, ld::report::render_markdown, ld::report::render_perfetto})
+    EXPECT_FALSE(render(r).empty());
+  EXPECT_NO_THROW(json::parse(ld::report::render_perfetto(r)));
 }
 
 // ---------------------------------------------------------------- Markdown
