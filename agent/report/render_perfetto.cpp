@@ -43,8 +43,9 @@ class EventWriter {
     out_ += event.dump(-1, ' ', false, json::error_handler_t::replace);
   }
   std::string finish(const json& other_data) {
-    return "{\"displayTimeUnit\":\"ms\",\"otherData\":" + other_data.dump(-1, ' ', false, json::error_handler_t::replace) +
-           ",\"traceEvents\":[" + out_ + "\n]}\n";
+    // traceEvents first: the layout every trace viewer's streaming reader expects.
+    return "{\"traceEvents\":[" + out_ + "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":" +
+           other_data.dump(-1, ' ', false, json::error_handler_t::replace) + "}\n";
   }
 
  private:
