@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "analysis/stats.hpp"
+#include "analysis/thread_tracks.hpp"
 #include "events.h"
 
 namespace ld::analysis {
@@ -334,7 +335,7 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
 
   Cause cause = Cause::kUnknown;
   nlohmann::json strings = nlohmann::json::object();
-  std::string syscall = syscall_name(off.syscall_nr);
+  const std::string syscall = off.syscall_nr == ~0u ? "" : syscall_name(off.syscall_nr);
   if (gil_ns > 0 || (call && is_futex_kind(call->kind) && store_.is_gil_address(t.tgid, call->arg0))) {
     cause = Cause::kGil;
   } else if (in_reclaim) {

@@ -55,6 +55,7 @@ void keep_requests_in_window(Timeline& timeline, uint64_t start, uint64_t end,
 
 void EventAnalyzer::on_record(const ld_hdr& rec, size_t size) {
   records_++;
+  if (tracks_) tracks_->on_record(rec, size);
   if (!first_ts_ || rec.ts_ns < first_ts_) first_ts_ = rec.ts_ns;
   last_ts_ = std::max(last_ts_, rec.ts_ns);
   switch (rec.type) {
@@ -130,6 +131,14 @@ report::Report EventAnalyzer::finish(const nlohmann::json& header, const nlohman
   if (!report.attributed && !report.outliers.empty())
     warnings.push_back("no evidence probe ran (only sock?): outliers are found but their causes are unknown; "
                        "record with --probes all");
+  if (tracks_) {
+    std::string machine = "x86_64";  // syscall numbers are read with the traced host's table
+    if (auto host = header.find("host"); host != header.end() && host->is_object())
+      if (auto m = host->find("machine"); m != host->end() && m->is_string()) machine = *m;
+    auto tracks = tracks_->finish(machine);
+    for (auto& w : tracks.warnings) warnings.push_back(std::move(w));
+    report.tracks = std::make_shared<const ThreadTracks>(std::move(tracks));
+  }
   for (auto& w : warnings) report.warnings.push_back(std::move(w));
   return report;
 }

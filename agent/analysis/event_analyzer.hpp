@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "analysis/evidence.hpp"
+#include "analysis/thread_tracks.hpp"
 #include "analysis/timeline.hpp"
 #include "report/report.hpp"
 
@@ -23,6 +25,10 @@ class EventAnalyzer {
   // counted as malformed and skipped, unknown types are counted and skipped.
   void on_record(const ld_hdr& rec, size_t size);
 
+  // Opt-in (costs memory per scheduler record): finish() also fills report.tracks, the
+  // per-thread states for the Perfetto export. Call before the first record.
+  void keep_thread_tracks() { tracks_.emplace(); }
+
   uint64_t records() const { return records_; }
   uint64_t request_lines_seen() const { return request_lines_; }  // live progress only
 
@@ -34,6 +40,7 @@ class EventAnalyzer {
  private:
   SocketTimelineBuilder sockets_;
   EvidenceStore evidence_;
+  std::optional<ThreadTrackBuilder> tracks_;
   uint64_t records_ = 0;
   uint64_t malformed_ = 0;
   uint64_t unknown_types_ = 0;

@@ -34,11 +34,10 @@ enum class Cause : uint8_t {
 };
 const char* cause_id(Cause cause);
 
-// x86_64 syscall numbers as the sched probe records them (ld_offcpu.syscall_nr).
-std::string syscall_name(uint32_t nr);
 // The cause a thread blocked in syscall `nr` is waiting for, before looking at who woke it:
 // fsync -> disk_io, futex -> lock_contention, nanosleep/epoll/poll -> app_wait, mmap -> kv_alloc,
 // socket IO -> network; kUnknown when the syscall says nothing.
+// x86_64 numbers (ld_offcpu.syscall_nr); names come from thread_tracks.hpp's syscall_name().
 Cause cause_of_blocking_syscall(uint32_t nr);
 
 // Kernel stacks (symbolised, innermost first) classified by the code they were in.

@@ -4,14 +4,10 @@
 #include <cmath>
 
 #include "analysis/stats.hpp"
+#include "rules/rule.hpp"
 
 namespace ld::analysis {
 namespace {
-
-const char* const kCauses[] = {"kv_alloc",        "cpu_frequency",   "gil",          "disk_io",
-                               "time_wait",       "cpu_contention",  "cgroup_throttle",
-                               "lock_contention", "swap_reclaim",    "network",      "app_wait",
-                               "cold_start",      "compute",         "unknown"};
 
 void set_finite(rules::FactSet& facts, const std::string& name, double value) {
   if (std::isfinite(value)) facts.set(name, value);
@@ -70,8 +66,8 @@ void outlier_facts(const report::Report& r, rules::FactSet& facts) {
   facts.set("outliers.ttft", ttft);
   facts.set("outliers.tpot", r.outliers.size() - ttft);
   if (!r.outliers.empty()) facts.set("outliers.explained_share", explained / static_cast<double>(r.outliers.size()));
-  for (const char* cause : kCauses) {
-    const std::string prefix = std::string("cause.") + cause + ".";
+  for (const std::string& cause : rules::cause_ids()) {
+    const std::string prefix = "cause." + cause + ".";
     facts.set(prefix + "outliers", top[cause]);
     facts.set(prefix + "ms", ms[cause]);
     facts.set(prefix + "max_ms", max_ms[cause]);

@@ -40,6 +40,7 @@ int run_attach(const AttachOptions& o) {
     auto out = Output::open(o.output);
     const rules::RuleSet rule_set = rules::load_rules(o.rules);  // a bad --rules fails before tracing
     analysis::EventAnalyzer analyzer;
+    if (format_needs_thread_tracks(o.format)) analyzer.keep_thread_tracks();
     probes::install_stop_signals();
     auto status = [&] {
       return fmt::format("{} events, {} requests", analyzer.records(), analyzer.request_lines_seen());
@@ -82,7 +83,8 @@ void register_attach(CLI::App& app, int& exit_code) {
                   "(a token log written by the app or a load client)")
       ->capture_default_str();
   sub->add_option("--record", opts->record_path, "Also write the trace to FILE.ldtrace (mode 0600)");
-  sub->add_option("-f,--format", opts->format, "Report format: text or json")->capture_default_str();
+  sub->add_option("-f,--format", opts->format, "Report format: " + report_formats_text() +
+                      " (Chrome trace-event JSON for ui.perfetto.dev)")->capture_default_str();
   sub->add_option("-o,--output", opts->output, "Write the report to FILE (mode 0600) instead of stdout");
   add_rules_option(sub, opts->rules);
   sub->callback([opts, &exit_code] { exit_code = run_attach(*opts); });

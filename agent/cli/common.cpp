@@ -40,7 +40,18 @@ Output::~Output() {
 std::string render(const report::Report& report, const std::string& format) {
   if (format == "json") return report::render_json(report);
   if (format == "text") return report::render_text(report);
-  throw std::invalid_argument(fmt::format("--format {}: this build renders text or json", format));
+  if (format == "markdown") return report::render_markdown(report);
+  if (format == "html") return report::render_html(report);
+  if (format == "perfetto") return report::render_perfetto(report);
+  throw std::invalid_argument(fmt::format("--format {}: expected {}", format, report_formats_text()));
+}
+
+std::string report_formats_text() {
+  const auto& formats = report_formats();
+  std::string text;
+  for (size_t i = 0; i < formats.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == formats.size() ? " or " : ", ") + formats[i];
+  return text;
 }
 
 void print_error(const std::string& command, const std::string& what) {

@@ -44,9 +44,13 @@ class Output {
 // Renders in one of the formats this build supports; throws invalid_argument otherwise.
 std::string render(const report::Report& report, const std::string& format);
 inline const std::vector<std::string>& report_formats() {
-  static const std::vector<std::string> formats{"text", "json"};
+  static const std::vector<std::string> formats{"text", "json", "markdown", "html", "perfetto"};
   return formats;
 }
+// "text, json, markdown, html or perfetto", for --format help and errors.
+std::string report_formats_text();
+// The Perfetto export draws per-thread states: the analysis must keep them (costs memory).
+inline bool format_needs_thread_tracks(const std::string& format) { return format == "perfetto"; }
 
 // Prints "latency-doctor CMD: error: WHAT" on stderr.
 void print_error(const std::string& command, const std::string& what);

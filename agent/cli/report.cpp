@@ -37,6 +37,7 @@ int run_report(const ReportOptions& o) {
     auto out = Output::open(o.output);
     const rules::RuleSet rule_set = rules::load_rules(o.rules);
     analysis::EventAnalyzer analyzer;
+    if (format_needs_thread_tracks(o.format)) analyzer.keep_thread_tracks();
     auto read = trace::read_trace(o.trace_path, [&](const ld_hdr& rec) {
       analyzer.on_record(rec, rec.size);
     });
@@ -63,11 +64,14 @@ void register_report(CLI::App& app, int& exit_code) {
       "Examples:\n"
       "  latency-doctor report incident.ldtrace\n"
       "  latency-doctor report incident.ldtrace --format json -o report.json\n"
+      "  latency-doctor report incident.ldtrace --format html -o report.html   # plots, one offline file\n"
+      "  latency-doctor report incident.ldtrace --format perfetto -o trace.json  # open in ui.perfetto.dev\n"
       "  latency-doctor report incident.ldtrace --tokens jsonl:client-tokens.jsonl");
   sub->add_option("trace", opts->trace_path, "The .ldtrace file")->required();
   sub->add_option("--tokens", opts->tokens,
                   "Token times from jsonl:FILE instead of the recorded socket sends");
-  sub->add_option("-f,--format", opts->format, "Report format: text or json")->capture_default_str();
+  sub->add_option("-f,--format", opts->format, "Report format: " + report_formats_text() +
+                      " (Chrome trace-event JSON for ui.perfetto.dev)")->capture_default_str();
   sub->add_option("-o,--output", opts->output, "Write the report to FILE (mode 0600)");
   add_rules_option(sub, opts->rules);
   sub->callback([opts, &exit_code] { exit_code = run_report(*opts); });

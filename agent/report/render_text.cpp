@@ -2,12 +2,12 @@
 // source article's perception thresholds as hints and a pointer to the JSON for the rest.
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "report/report.hpp"
+#include "report/report_view.hpp"
 #include "report/text_table.hpp"
 
 namespace ld::report {
@@ -15,21 +15,6 @@ namespace {
 
 constexpr size_t kMaxRequestRows = 50;
 const std::string kIndent = "  ";
-
-std::string ms_cell(double ms) {
-  if (!std::isfinite(ms)) return "-";
-  return fmt::format("{:.1f}", ms);
-}
-
-std::string utc_time(uint64_t unix_ns) {
-  const auto seconds = static_cast<time_t>(unix_ns / 1'000'000'000ULL);
-  const auto millis = (unix_ns / 1'000'000ULL) % 1000;
-  struct tm tm {};
-  if (gmtime_r(&seconds, &tm) == nullptr) return "?";
-  char buf[32];
-  if (std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm) == 0) return "?";
-  return fmt::format("{}.{:03d} UTC", buf, millis);
-}
 
 std::string duration_text(uint64_t ms) {
   if (ms < 1000) return fmt::format("{} ms", ms);

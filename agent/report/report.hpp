@@ -187,6 +187,11 @@ Report build_report(const analysis::Timeline& timeline, const Target& target,
 nlohmann::json to_json(const Report& report);  // NaN values become null
 std::string render_json(const Report& report);  // pretty, trailing newline; never throws on odd UTF-8
 std::string render_text(const Report& report);
+std::string render_markdown(const Report& report);  // GitHub-flavoured tables, for tickets
+std::string render_html(const Report& report);      // one self-contained page with SVG plots
+// Chrome trace-event JSON for the Perfetto UI: a track per target thread with its states
+// (report.tracks, when kept), token emissions as instants, outliers as slices with causes.
+std::string render_perfetto(const Report& report);
 
 // Shared by the renderers: the evidence of one cause as a short phrase for people
 // ("fdatasync /var/log/app.log", "behind cc1plus (pid 7933)"); "" when there is none.
