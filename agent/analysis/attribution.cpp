@@ -302,11 +302,14 @@ void Attributor::charge_runnable(const OffCpu& off, uint64_t a, uint64_t b, Wind
   const uint64_t waited = len - throttled;
   if (!waited) return;
   acc.charge(Cause::kCpuContention, waited);
+  // A preempted thread names who took its CPU; a woken one that waited names who ran before it
+  // got in (the record's holder): for a long wait both are the task that kept it out.
+  const bool took = off.preempted && off.waker_tid != 0;
   nlohmann::json culprit = nlohmann::json::object();
-  if (off.holder_tid != 0) {
-    culprit["culprit_comm"] = off.holder_comm;
-    culprit["culprit_pid"] = off.holder_tgid;
-    culprit["culprit_tid"] = off.holder_tid;
+  if (took || off.holder_tid != 0) {
+    culprit["culprit_comm"] = took ? off.waker_comm : off.holder_comm;
+    culprit["culprit_pid"] = took ? off.waker_tgid : off.holder_tgid;
+    culprit["culprit_tid"] = took ? off.waker_tid : off.holder_tid;
   }
   note(acc, Cause::kCpuContention, waited, std::move(culprit), {{"runnable_ms", ms(waited)}});
 }

@@ -113,9 +113,17 @@ Outcome run_scenario(const std::string& name, const std::string& cause, Child& s
   return o;
 }
 
-void expect_cause_on_top(const Outcome& o, size_t min_outliers) {
+// Issue 5: the rules turn the cause into a finding with a remedy.
+bool has_finding(const json& report, const std::string& cause) {
+  for (const auto& f : report.value("findings", json::array()))
+    if (f.value("cause", "") == cause && !f.value("remedy", "").empty()) return true;
+  return false;
+}
+
+void expect_cause_on_top(const Outcome& o, size_t min_outliers, const std::string& cause) {
   EXPECT_GE(o.outliers, min_outliers);
   EXPECT_GE(o.accuracy(), 0.9) << o.report["outliers"].dump(1);
+  EXPECT_TRUE(has_finding(o.report, cause)) << o.report["findings"].dump(1);
 }
 
 }  // namespace
@@ -124,17 +132,19 @@ TEST(Scenario, CleanBaselineBlamesNothingButCompute) {
   REQUIRE_BPF();
   Child server(sample_server({}));
   Outcome o = run_scenario("clean baseline", "compute", server, [](int port) { load(port, 8, 1, 30); });
-  // No outlier may be blamed on a cause other than compute.
+  // No outlier may be blamed on a cause other than compute, and no finding is above info.
   EXPECT_EQ(o.top_hits, o.outliers) << o.report["outliers"].dump(1);
+  for (const auto& f : o.report.value("findings", json::array()))
+    EXPECT_EQ(f.value("severity", ""), "info") << f.dump(1);
 }
 
 TEST(Scenario, DiskIoFromALoggerThatFsyncs) {
   REQUIRE_BPF();
   const std::string log = "/tmp/ld-scenario-" + std::to_string(getpid()) + ".log";
-  Child server(sample_server({"--fault", "disk_io", "--fault-every", "10", "--fault-mib", "4", "--fault-file", log}));
-  Outcome o = run_scenario("disk_io (4 MiB logged with fdatasync per 64 KiB, every 10 tokens)", "disk_io", server,
+  Child server(sample_server({"--fault", "disk_io", "--fault-every", "10", "--fault-ms", "300", "--fault-file", log}));
+  Outcome o = run_scenario("disk_io (300 ms of 4 KiB records, each fdatasync'd, every 10 tokens)", "disk_io", server,
                            [](int port) { load(port, 4, 1, 30); });
-  expect_cause_on_top(o, 6);
+  expect_cause_on_top(o, 6, "disk_io");
   unlink(log.c_str());
 }
 
@@ -146,7 +156,7 @@ TEST(Scenario, KvAllocOnLongPrompts) {
     for (size_t bytes : {512, 1024, 2048, 8192, 3072, 4096})
       load(port, 3, 1, 4, bytes);
   });
-  expect_cause_on_top(o, 3);
+  expect_cause_on_top(o, 3, "kv_alloc");
 }
 
 TEST(Scenario, LockHeldByAMetricsThread) {
@@ -154,7 +164,7 @@ TEST(Scenario, LockHeldByAMetricsThread) {
   Child server(sample_server({"--fault", "lock", "--fault-ms", "300", "--fault-period-ms", "1000"}));
   Outcome o = run_scenario("lock_contention (metrics thread holds the lock 300 ms/s)", "lock_contention", server,
                            [](int port) { load(port, 10, 1, 30); });
-  expect_cause_on_top(o, 4);
+  expect_cause_on_top(o, 4, "lock_contention");
 }
 
 TEST(Scenario, BatchWaitThatNeverFills) {
@@ -162,7 +172,7 @@ TEST(Scenario, BatchWaitThatNeverFills) {
   Child server(sample_server({"--fault", "batch", "--fault-every", "8", "--fault-ms", "300"}));
   Outcome o = run_scenario("app_wait (300 ms batch wait every 8 tokens)", "app_wait", server,
                            [](int port) { load(port, 4, 1, 30); });
-  expect_cause_on_top(o, 6);
+  expect_cause_on_top(o, 6, "app_wait");
 }
 
 TEST(Scenario, ColdStartOnTheFirstRequest) {
@@ -170,7 +180,7 @@ TEST(Scenario, ColdStartOnTheFirstRequest) {
   Child server(sample_server({"--prefill-base-ms", "50", "--fault", "cold_start", "--fault-mib", "256", "--fault-ms", "600"}));
   Outcome o = run_scenario("cold_start (first request: 256 MiB + 600 ms init)", "cold_start", server,
                            [](int port) { load(port, 8, 1, 10); });
-  expect_cause_on_top(o, 1);
+  expect_cause_on_top(o, 1, "cold_start");
 }
 
 TEST(Scenario, CpuContentionFromAPinnedNeighbour) {
@@ -179,7 +189,7 @@ TEST(Scenario, CpuContentionFromAPinnedNeighbour) {
   Child hog({ld::test::workload_path("bursty_hog"), "--cpu", "0", "--burst-ms", "400", "--period-ms", "1500"});
   Outcome o = run_scenario("cpu_contention (SCHED_FIFO hog: 400 ms bursts on the server's CPU)", "cpu_contention",
                            server, [](int port) { load(port, 10, 1, 30); });
-  expect_cause_on_top(o, 4);
+  expect_cause_on_top(o, 4, "cpu_contention");
   // The neighbour is named.
   bool named = false;
   for (const auto& out : o.report["outliers"])
@@ -196,7 +206,7 @@ TEST(Scenario, CgroupThrottlingByACpuQuota) {
   ASSERT_TRUE(cg.add(server.pid())) << cg.dir();
   Outcome o = run_scenario("cgroup_throttle (quota 150 ms / 500 ms)", "cgroup_throttle", server,
                            [](int port) { load(port, 4, 1, 24); });
-  expect_cause_on_top(o, 4);
+  expect_cause_on_top(o, 4, "cgroup_throttle");
   server.signal(SIGKILL);
   server.wait(5s);
 }
@@ -205,10 +215,10 @@ TEST(Scenario, GilHeldByAPythonThread) {
   REQUIRE_BPF();
   const std::string script = std::string(LD_SOURCE_DIR) + "/tests/target/py_sse_server.py";
   Child server({"/usr/bin/env", "python3", script, "--token-ms", "20", "--tokens", "30", "--gil-hog-ms", "300",
-                "--gil-hog-period-ms", "1500"});
-  Outcome o = run_scenario("gil (a thread sorts in C for 300 ms every 1.5 s)", "gil", server,
-                           [](int port) { load(port, 8, 1, 30); });
-  expect_cause_on_top(o, 4);
+                "--gil-hog-period-ms", "1200"});
+  Outcome o = run_scenario("gil (a thread sorts in C for 300 ms every 1.2 s)", "gil", server,
+                           [](int port) { load(port, 12, 1, 30); });
+  expect_cause_on_top(o, 4, "gil");
 }
 
 TEST(Scenario, ConnectionChurnThroughASlowAcceptQueue) {
@@ -219,6 +229,6 @@ TEST(Scenario, ConnectionChurnThroughASlowAcceptQueue) {
   Outcome o = run_scenario("time_wait (connection per request, backlog 1, slow accept)", "time_wait", server,
                            [&](int port) { load(port, 24, 6, 5, 256, tokens); },
                            {"--tokens", "jsonl:" + tokens});
-  expect_cause_on_top(o, 4);
+  expect_cause_on_top(o, 4, "time_wait");
   unlink(tokens.c_str());
 }

@@ -151,8 +151,8 @@ const std::vector<OptionSpec>& option_specs() {
        [](Options& o, const char* v) { return parse_double(v, 0.001, 1e6, o.idle_timeout_s); }},
       {"--fault", "NAME",
        "inject a latency fault: kv_alloc (bodies >= --fault-min-kb touch --fault-mib MiB of fresh "
-       "memory before prefill), disk_io (every --fault-every tokens append --fault-mib MiB to "
-       "--fault-file in 64 KiB records, fdatasync after each), lock (a metrics thread holds the token lock --fault-ms every "
+       "memory before prefill), disk_io (every --fault-every tokens append 4 KiB records to "
+       "--fault-file, fdatasync after each, for --fault-ms), lock (a metrics thread holds the token lock --fault-ms every "
        "--fault-period-ms), batch (every --fault-every tokens wait --fault-ms for a batch that never "
        "fills), cold_start (the first request initialises: --fault-mib MiB + --fault-ms CPU)",
        [](Options& o, const char* v) {
@@ -163,7 +163,7 @@ const std::vector<OptionSpec>& option_specs() {
        }},
       {"--fault-every", "N", "tokens between two disk_io/batch faults (default 10)",
        [](Options& o, const char* v) { return parse_long(v, 1, 1000000, o.fault_every); }},
-      {"--fault-ms", "F", "lock hold / batch wait / cold-start CPU work, ms (default 300)",
+      {"--fault-ms", "F", "lock hold / batch wait / disk_io logging time / cold-start CPU work, ms (default 300)",
        [](Options& o, const char* v) { return parse_double(v, 0, 1e7, o.fault_ms); }},
       {"--fault-period-ms", "F", "lock: how often the metrics thread takes the lock (default 1000)",
        [](Options& o, const char* v) { return parse_double(v, 1, 1e7, o.fault_period_ms); }},
@@ -764,18 +764,20 @@ void touch_fresh_memory(size_t bytes, bool keep) {
   if (!keep) ::munmap(p, bytes);
 }
 
-// A logger that makes every record durable: 64 KiB appended, then fdatasync, --fault-mib MiB in
-// all. Each flush waits for the device, which is what makes a synchronous logger hurt.
+// A logger that makes every record durable: 4 KiB appended, then fdatasync, for --fault-ms of
+// wall time (at least one record). Each flush waits for the device, which is what makes a
+// synchronous logger hurt; timing it keeps the fault's size the same on fast and slow disks.
 void write_and_fsync(const Options& o) {
   static std::mutex mu;
   std::lock_guard<std::mutex> g(mu);
   int fd = ::open(o.fault_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return;
-  static const std::string record(64 << 10, 'x');
-  for (long i = 0; i < o.fault_mib * 16; ++i) {
+  static const std::string record(4096, 'x');
+  const uint64_t until = mono_ns() + static_cast<uint64_t>(o.fault_ms * 1e6);
+  do {
     if (::write(fd, record.data(), record.size()) < 0) break;
     ::fdatasync(fd);
-  }
+  } while (mono_ns() < until);
   ::close(fd);
 }
 

@@ -50,8 +50,9 @@ void blocked(EvidenceStore& store, uint32_t tgid, uint32_t tid, uint64_t off, ui
   add(store, r);
 }
 
+// `took_tid` preempted the thread; `holder_tid` ran just before it got the CPU back.
 void preempted(EvidenceStore& store, uint32_t tgid, uint32_t tid, uint64_t off, uint64_t on, uint32_t holder_tid,
-               const char* holder_comm) {
+               const char* holder_comm, uint32_t took_tid = 0, const char* took_comm = "") {
   auto r = record<ld_offcpu>(LD_EV_OFFCPU, tgid, tid, on);
   r.off_ns = off;
   r.on_ns = on;
@@ -61,6 +62,9 @@ void preempted(EvidenceStore& store, uint32_t tgid, uint32_t tid, uint64_t off, 
   r.holder_tid = holder_tid;
   r.holder_tgid = holder_tid;
   std::strncpy(r.holder_comm, holder_comm, LD_COMM_LEN - 1);
+  r.waker_tid = took_tid;
+  r.waker_tgid = took_tid;
+  std::strncpy(r.waker_comm, took_comm, LD_COMM_LEN - 1);
   add(store, r);
 }
 
@@ -142,7 +146,7 @@ TEST(Attribution, GilWaitIsGilWhoeverWakes) {
 
 TEST(Attribution, PreemptionNamesTheTaskThatHeldTheCpu) {
   EvidenceStore store;
-  preempted(store, 100, 100, 20 * kMs, 320 * kMs, 4242, "hog");
+  preempted(store, 100, 100, 20 * kMs, 320 * kMs, 77, "ksoftirqd/0", 4242, "hog");
   store.finish();
   const WindowAccount acc = Attributor(store, {100}).account(100, 0, 340 * kMs);
   EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCpuContention), 300);
