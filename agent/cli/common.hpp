@@ -58,6 +58,7 @@ void register_record(CLI::App& app, int& exit_code);
 void register_report(CLI::App& app, int& exit_code);
 void register_bench(CLI::App& app, int& exit_code);
 void register_version(CLI::App& app, int& exit_code);
+void register_audit(CLI::App& app, int& exit_code);
 
 }  // namespace ld::cli
 

@@ -185,6 +185,8 @@ Report build_report(const analysis::Timeline& timeline, const Target& target,
                     int64_t realtime_minus_monotonic_ns, const Thresholds& thresholds = {});
 
 nlohmann::json to_json(const Report& report);  // NaN values become null
+// One finding as the report's JSON renders it (also used by `audit --format json`).
+nlohmann::ordered_json finding_to_json(const Finding& finding);
 std::string render_json(const Report& report);  // pretty, trailing newline; never throws on odd UTF-8
 std::string render_text(const Report& report);
 
