@@ -9,6 +9,7 @@ PACKAGES=(
   clang libclang-rt-dev                # BPF objects (-target bpf) and libFuzzer
   libbpf-dev bpftool libelf-dev zlib1g-dev   # CO-RE probes and skeletons
   libfmt-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev
+  libtomlplusplus-dev                  # rule files (TOML)
   libgtest-dev util-linux              # tests (setpriv drops privileges in one)
 )
 

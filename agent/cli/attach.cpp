@@ -6,6 +6,7 @@
 #include "cli/common.hpp"
 #include "probes/probe_session.hpp"
 #include "probes/recorder.hpp"
+#include "rules/engine.hpp"
 #include "trace/trace_file.hpp"
 
 namespace ld::cli {
@@ -17,6 +18,7 @@ struct AttachOptions {
   std::string record_path;
   std::string format = "text";
   std::string output;
+  std::vector<std::string> rules;
 };
 
 int run_attach(const AttachOptions& o) {
@@ -36,6 +38,7 @@ int run_attach(const AttachOptions& o) {
   options.token_source = *token_source;
   try {
     auto out = Output::open(o.output);
+    const rules::RuleSet rule_set = rules::load_rules(o.rules);  // a bad --rules fails before tracing
     analysis::EventAnalyzer analyzer;
     probes::install_stop_signals();
     auto status = [&] {
@@ -45,6 +48,7 @@ int run_attach(const AttachOptions& o) {
         options, [&](const ld_hdr& rec, size_t size) { analyzer.on_record(rec, size); }, status);
     auto report = analyzer.finish(recorded.header, recorded.trailer, options.token_source,
                                   std::move(recorded.warnings));
+    rules::apply_rules(report, rule_set, rules::host_facts_of(report));
     out->write(render(report, o.format));
     print_warnings(report.warnings);
     if (!o.record_path.empty() && !o.record.quiet)
@@ -80,6 +84,7 @@ void register_attach(CLI::App& app, int& exit_code) {
   sub->add_option("--record", opts->record_path, "Also write the trace to FILE.ldtrace (mode 0600)");
   sub->add_option("-f,--format", opts->format, "Report format: text or json")->capture_default_str();
   sub->add_option("-o,--output", opts->output, "Write the report to FILE (mode 0600) instead of stdout");
+  add_rules_option(sub, opts->rules);
   sub->callback([opts, &exit_code] { exit_code = run_attach(*opts); });
 }
 

@@ -61,6 +61,12 @@ void print_warnings(const std::vector<std::string>& warnings) {
 
 namespace ld::cli {
 
+void add_rules_option(CLI::App* sub, std::vector<std::string>& paths) {
+  sub->add_option("--rules", paths,
+                  "Also load the rules in DIR (or one FILE.toml); repeat for several. A rule with the id "
+                  "of a shipped rule replaces it (docs/rules.md)");
+}
+
 void add_record_flags(CLI::App* sub, RecordFlags& flags, const std::string& default_duration) {
   flags.duration = default_duration;
   sub->add_option("-p,--pid", flags.pids, "Process to trace (repeat for several)")->required();

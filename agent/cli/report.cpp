@@ -5,6 +5,7 @@
 #include "analysis/event_analyzer.hpp"
 #include "cli/common.hpp"
 #include "events.h"
+#include "rules/engine.hpp"
 #include "trace/trace_file.hpp"
 
 namespace ld::cli {
@@ -15,6 +16,7 @@ struct ReportOptions {
   std::string tokens;
   std::string format = "text";
   std::string output;
+  std::vector<std::string> rules;
 };
 
 int run_report(const ReportOptions& o) {
@@ -33,6 +35,7 @@ int run_report(const ReportOptions& o) {
   }
   try {
     auto out = Output::open(o.output);
+    const rules::RuleSet rule_set = rules::load_rules(o.rules);
     analysis::EventAnalyzer analyzer;
     auto read = trace::read_trace(o.trace_path, [&](const ld_hdr& rec) {
       analyzer.on_record(rec, rec.size);
@@ -40,6 +43,7 @@ int run_report(const ReportOptions& o) {
     if (token_source == "sse" && o.tokens.empty())
       token_source = read.header.value("token_source", std::string("sse"));
     auto report = analyzer.finish(read.header, read.trailer, token_source, read.warnings);
+    rules::apply_rules(report, rule_set, rules::host_facts_of(report));
     out->write(render(report, o.format));
     print_warnings(report.warnings);
     return kExitOk;
@@ -65,6 +69,7 @@ void register_report(CLI::App& app, int& exit_code) {
                   "Token times from jsonl:FILE instead of the recorded socket sends");
   sub->add_option("-f,--format", opts->format, "Report format: text or json")->capture_default_str();
   sub->add_option("-o,--output", opts->output, "Write the report to FILE (mode 0600)");
+  add_rules_option(sub, opts->rules);
   sub->callback([opts, &exit_code] { exit_code = run_report(*opts); });
 }
 

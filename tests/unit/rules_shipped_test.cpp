@@ -1,0 +1,211 @@
+// Every shipped rule (rules/*.toml) fires on its evidence fixture and stays silent on a clean
+// report. Fixtures (tests/data/rules/RULE-ID.json) describe report parts, not facts: the facts
+// come from report_facts(), so a rule that reads a name the attribution does not write fails.
+//
+//   {"rule": "...", "report": {outliers, window, periodicity, ttft_ms, target},
+//    "host": {host facts}, "expect": {"severity", "quotes": [...], "sysctl": [{key, current}]},
+//    "silent_with_host": {host facts under which the rule must not fire}}
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "analysis/stats.hpp"
+#include "rules/engine.hpp"
+
+using namespace ld::rules;
+using ld::report::Report;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kFixtures = std::string(LD_TEST_DATA_DIR) + "/rules";
+const std::string kShipped = std::string(LD_TEST_DATA_DIR) + "/../../rules";
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.is_open()) << path;
+  return json::parse(in, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+}
+
+const RuleSet& shipped() {
+  static const RuleSet set = [] {
+    RuleSet s;
+    load_rules_path(s, kShipped);
+    return s;
+  }();
+  return set;
+}
+
+// A healthy 30 s trace of 40 streamed requests: no outliers, steady clocks, few connections.
+Report clean_report() {
+  Report r;
+  r.target = {{4242}, "python3", "/usr/bin/python3.11"};
+  r.duration_ms = 30000;
+  r.attributed = true;
+  std::vector<double> ttft, gaps;
+  for (int i = 0; i < 40; ++i) {
+    ld::report::RequestRow row;
+    row.id = "r" + std::to_string(i);
+    row.input_bytes = 200 + 60 * static_cast<uint64_t>(i);
+    row.ttft_ms = 300 + (i % 5) * 12;
+    row.tokens = 120;
+    row.tpot_median_ms = 40;
+    row.complete = true;
+    ttft.push_back(row.ttft_ms);
+    for (int t = 1; t < 120; ++t) gaps.push_back(38 + (t % 5));
+    r.request_rows.push_back(row);
+  }
+  r.requests = r.request_rows.size();
+  r.tokens = 40 * 120;
+  r.gaps = gaps.size();
+  r.ttft_ms = ld::analysis::describe(ttft);
+  r.tpot_ms = ld::analysis::describe(gaps);
+  for (const char* probe : {"sock", "sched", "perf", "memory", "disk", "gil", "futex", "tcp", "cgroup", "reclaim", "cpufreq"})
+    r.probes.push_back({probe, "attached", "", 1000, 0});
+  r.typical.windows = r.gaps;
+  r.typical.total_ms = 40.0 * static_cast<double>(r.gaps);
+  r.typical.causes = {{"compute", 38.0 * static_cast<double>(r.gaps), 0.95, json::object()},
+                      {"unknown", 2.0 * static_cast<double>(r.gaps), 0.05, json::object()}};
+  r.window_facts = {{"time_wait_max", 14},      {"listen_overflows", 0},    {"retransmits", 0},
+                    {"connects", 40},           {"connects_per_request", 1.0}, {"cgroup_throttled_ms", 0},
+                    {"cgroup_nr_throttled", 0}, {"cpu_khz_min", 2900000},   {"cpu_khz_max", 3000000},
+                    {"cpu_freq_min_ratio", 0.97}, {"migrations_per_s", 15}, {"ioctl_blocked_ms", 0}};
+  return r;
+}
+
+ld::report::Outlier outlier_from(const json& j, const Report& r) {
+  ld::report::Outlier o;
+  o.kind = j.at("kind");
+  o.request = j.at("request");
+  o.duration_ms = j.at("duration_ms");
+  o.baseline_ms = o.kind == "ttft" ? r.ttft_ms.p50 : r.tpot_ms.p50;
+  for (const json& c : j.at("causes"))
+    o.causes.push_back({c.at("cause"), c.at("ms"), c.at("ms").get<double>() / o.duration_ms,
+                        c.value("evidence", json::object())});
+  return o;
+}
+
+// The clean report with the fixture's parts laid over it.
+Report fixture_report(const json& parts) {
+  Report r = clean_report();
+  const json outliers = parts.value("outliers", json::array()), window = parts.value("window", json::object());
+  for (const json& o : outliers) r.outliers.push_back(outlier_from(o, r));
+  for (const auto& [key, value] : window.items()) r.window_facts[key] = value;
+  if (parts.contains("periodicity")) {
+    const json& p = parts["periodicity"];
+    r.periodicity = {true, p.at("period_s"), p.at("outliers"), p.value("coincides", "")};
+  }
+  if (parts.contains("ttft_ms")) {
+    r.ttft_ms.p50 = parts["ttft_ms"].at("p50");
+    r.ttft_ms.p90 = parts["ttft_ms"].at("p90");
+  }
+  if (parts.contains("target")) r.target.comm = parts["target"].at("comm");
+  return r;
+}
+
+// Debian's defaults and a performance governor: what a host looks like before tuning.
+FactSet clean_host() { return facts_from_json(read_json(kFixtures + "/clean-host.json")); }
+
+FactSet host_with(const json& overrides) {
+  FactSet host = clean_host();
+  host.merge(facts_from_json(overrides));
+  return host;
+}
+
+std::vector<ld::report::Finding> findings_for(const Report& report, const FactSet& host) {
+  return evaluate(shipped(), facts_for_report(report, host), Scope::kReport);
+}
+
+const ld::report::Finding* find(const std::vector<ld::report::Finding>& findings, const std::string& rule) {
+  auto it = std::find_if(findings.begin(), findings.end(), [&](const auto& f) { return f.rule == rule; });
+  return it == findings.end() ? nullptr : &*it;
+}
+
+// An unknown value renders as "?"; a question mark right after a word is the text's own.
+bool has_unknown_mark(const std::string& text) {
+  for (size_t at = text.find('?'); at != std::string::npos; at = text.find('?', at + 1))
+    if (at == 0 || !std::isalpha(static_cast<unsigned char>(text[at - 1]))) return true;
+  return false;
+}
+
+std::vector<std::string> fixture_files() {
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(kFixtures))
+    if (entry.path().extension() == ".json" && entry.path().stem() != "clean-host") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+TEST(RulesShipped, LoadWithoutProblems) {
+  for (const auto& p : shipped().errors) ADD_FAILURE() << p.to_string();
+  for (const auto& p : shipped().warnings) ADD_FAILURE() << p.to_string();
+  EXPECT_GE(shipped().rules.size(), 15u);
+  for (const Rule& r : shipped().rules) {
+    EXPECT_EQ(r.scope, Scope::kReport) << r.id;
+    EXPECT_FALSE(r.verify.empty()) << r.id;
+  }
+}
+
+TEST(RulesShipped, EveryRuleHasAFixture) {
+  for (const Rule& r : shipped().rules)
+    EXPECT_TRUE(fs::exists(kFixtures + "/" + r.id + ".json")) << "no fixture for shipped rule " << r.id;
+}
+
+TEST(RulesShipped, SilentOnACleanReport) {
+  const auto findings = findings_for(clean_report(), clean_host());
+  for (const auto& f : findings) ADD_FAILURE() << f.rule << " fired on the clean report: " << f.evidence;
+}
+
+TEST(RulesShipped, EachFiresOnItsEvidenceAndQuotesIt) {
+  const auto files = fixture_files();
+  EXPECT_GE(files.size(), shipped().rules.size());
+  for (const std::string& file : files) {
+    SCOPED_TRACE(file);
+    const json fixture = read_json(file);
+    const std::string id = fixture.at("rule");
+    ASSERT_NE(shipped().find(id), nullptr) << "fixture for an unknown rule";
+    const Report report = fixture_report(fixture.value("report", json::object()));
+    const auto findings = findings_for(report, host_with(fixture.value("host", json::object())));
+    const auto* f = find(findings, id);
+    ASSERT_NE(f, nullptr) << id << " did not fire";
+    const json& expect = fixture.at("expect");
+    EXPECT_EQ(f->severity, expect.at("severity").get<std::string>()) << id;
+    EXPECT_EQ(f->cause, shipped().find(id)->cause);
+    for (const std::string quote : expect.at("quotes"))
+      EXPECT_NE(f->evidence.find(quote), std::string::npos) << id << ": evidence lacks \"" << quote << "\": " << f->evidence;
+    for (const std::string* text : {&f->title, &f->evidence, &f->remedy, &f->verify})
+      EXPECT_FALSE(has_unknown_mark(*text)) << id << ": a fact is missing in \"" << *text << "\"";
+    EXPECT_FALSE(f->remedy.empty());
+    const json want_sysctl = expect.value("sysctl", json::array());
+    ASSERT_EQ(f->sysctl.size(), want_sysctl.size()) << id;
+    for (size_t i = 0; i < want_sysctl.size(); ++i) {
+      EXPECT_EQ(f->sysctl[i].key, want_sysctl[i].at("key").get<std::string>());
+      EXPECT_EQ(f->sysctl[i].current, want_sysctl[i].at("current").get<std::string>());
+    }
+    if (fixture.contains("silent_with_host")) {
+      EXPECT_EQ(find(findings_for(report, host_with(fixture["silent_with_host"])), id), nullptr)
+          << id << " fired although the host already has the remedy";
+    }
+  }
+}
+
+// A fault's finding names it: on each fixture, the fixture's rule is the most severe finding
+// of its cause, and no crit finding blames another cause.
+TEST(RulesShipped, FixturesDoNotBlameOtherCauses) {
+  for (const std::string& file : fixture_files()) {
+    const json fixture = read_json(file);
+    const std::string id = fixture.at("rule");
+    const auto findings = findings_for(fixture_report(fixture.value("report", json::object())),
+                                       host_with(fixture.value("host", json::object())));
+    for (const auto& f : findings) {
+      if (f.cause != shipped().find(id)->cause && f.rule != "unexplained-outliers" && f.rule != "periodic-spikes") {
+        EXPECT_EQ(f.severity, "info") << file << ": " << f.rule << " also fired at " << f.severity;
+      }
+    }
+  }
+}
