@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "audit/audit_render.hpp"
 #include "audit/host_audit.hpp"
@@ -11,12 +12,12 @@ namespace ld::audit {
 struct AuditRequest {
   std::string root = "/";
   AuditTarget target;
-  std::string nginx_conf;  // "" = /etc/nginx/nginx.conf under root
-  std::string rules_dir;   // extra rules (--rules), beside the shipped ones
-  std::string shipped_rules_dir;
+  std::string nginx_conf;               // "" = /etc/nginx/nginx.conf under root
+  std::vector<std::string> rule_paths;  // --rules: added to the shipped rules
 };
 
-// Throws std::runtime_error when the target cannot be found.
+// The host rules (scope "host", rules/host_*.toml) evaluated on the host facts. Throws
+// std::runtime_error when the target or a --rules path cannot be found.
 AuditResult run_audit(const AuditRequest& request);
 
 }  // namespace ld::audit

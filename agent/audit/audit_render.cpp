@@ -66,7 +66,7 @@ std::string bytes_fact(const AuditResult& r, std::string_view name) {
 
 std::string header_section(const AuditResult& r) {
   std::string out = fmt::format("latency-doctor audit of {}", printable(r.host.root));
-  if (fact(r, "kernel.release")) out += " - kernel " + text_of(r, "kernel.release");
+  if (fact(r, "host.kernel_release")) out += " - kernel " + text_of(r, "host.kernel_release");
   if (fact(r, "cpu.count")) out += fmt::format(", {} CPUs", text_of(r, "cpu.count"));
   if (fact(r, "cpu.model")) out += " (" + text_of(r, "cpu.model") + ")";
   if (fact(r, "mem.total_bytes")) out += ", " + bytes_fact(r, "mem.total_bytes") + " RAM";
@@ -190,7 +190,7 @@ std::string sysctl_section(const AuditResult& r) {
     if (name.size() > 4 && (name.ends_with(".low") || name.ends_with(".high"))) continue;
     table.add_row({name.substr(7), printable(value_text(value))});
   }
-  if (auto cost = number(r, "sched.migration_cost_ns"))
+  if (auto cost = number(r, "host.sched_migration_cost_ns"))
     table.add_row({"(debugfs) sched/migration_cost_ns", fmt::format("{}", *cost)});
   return "sysctls read\n" + table.render(kIndent);
 }
@@ -253,13 +253,6 @@ int severity_rank(std::string_view severity) {
   return -1;
 }
 
-void sort_findings(std::vector<Finding>& findings) {
-  std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
-    int ra = severity_rank(a.severity), rb = severity_rank(b.severity);
-    return ra != rb ? ra > rb : a.rule < b.rule;
-  });
-}
-
 bool has_finding_at_or_above(const std::vector<Finding>& findings, std::string_view severity) {
   int threshold = severity_rank(severity);
   return std::any_of(findings.begin(), findings.end(),
@@ -309,17 +302,23 @@ std::string render_sysctl_file(const AuditResult& r) {
       "# Kernel settings for lower token latency (TTFT/TPOT), written by `latency-doctor audit`.\n"
       "# Install: cp THIS /etc/sysctl.d/90-latency-doctor.conf && sysctl --system\n";
   out += fmt::format("# Audited: {}", one_line(r.host.root));
-  if (fact(r, "kernel.release")) out += ", kernel " + one_line(text_of(r, "kernel.release"));
+  if (fact(r, "host.kernel_release")) out += ", kernel " + one_line(text_of(r, "host.kernel_release"));
   out += ". Read every caveat before applying.\n";
   std::set<std::string> written;
   size_t lines = 0;
   for (const Finding& f : r.findings) {
+    bool reason_written = false;  // the finding's reason once, before its first line
     for (const SysctlRec& s : f.sysctl) {
       if (s.key.empty() || written.count(s.key)) continue;
       if (!s.current.empty() && normalise(s.current) == normalise(s.value)) continue;  // already so
       written.insert(s.key);
-      out += fmt::format("\n# {} [{}, rule {}]\n", one_line(f.title), one_line(f.severity), one_line(f.rule));
-      if (!f.evidence.empty()) out += "# " + one_line(f.evidence) + "\n";
+      if (!reason_written) {
+        out += fmt::format("\n# {} [{}, rule {}]\n", one_line(f.title), one_line(f.severity), one_line(f.rule));
+        if (!f.evidence.empty()) out += "# " + one_line(f.evidence) + "\n";
+        reason_written = true;
+      } else {
+        out += "# also for: " + one_line(f.title) + "\n";
+      }
       if (!s.caveat.empty()) out += "# caveat: " + one_line(s.caveat) + "\n";
       if (s.current.empty()) {
         out += "# not readable on the audited host (this kernel may not have it): uncomment if it does\n";

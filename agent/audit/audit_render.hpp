@@ -15,14 +15,13 @@ inline constexpr const char* kAuditSchema = "latency-doctor/audit/v1";
 
 struct AuditResult {
   HostAudit host;
-  std::vector<report::Finding> findings;  // most severe first (sort_findings)
+  std::vector<report::Finding> findings;  // most severe first (as rules::evaluate sorts them)
   std::vector<std::string> warnings;      // rule loading/evaluation problems
 };
 
 // info 0, warn 1, crit 2; -1 for anything else.
 int severity_rank(std::string_view severity);
-// Most severe first, then by rule name: stable output for diffs and tests.
-void sort_findings(std::vector<report::Finding>& findings);
+// --fail-on: a finding of `severity` or worse exists.
 bool has_finding_at_or_above(const std::vector<report::Finding>& findings, std::string_view severity);
 
 std::string render_audit_text(const AuditResult& result);

@@ -45,6 +45,8 @@ void set_setting(FactSink& sink, const std::string& name, const ProxiedBlock& bl
   sink.set(fact, s.value, s.at);
   sink.set(fact + ".at", s.at, s.at);
   sink.set(fact + ".default", s.is_default, s.at);
+  // For rule text: where the value comes from, in words.
+  sink.set(fact + ".origin", s.is_default ? "nginx's default; proxy_pass at " + s.at : "set at " + s.at, s.at);
   sink.set(fact + ".block", block.where, block.at);
   Measure m = measure_of(name);
   if (!m.suffix) return;

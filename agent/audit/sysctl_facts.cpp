@@ -76,13 +76,13 @@ void read_sysctl_facts(FactSink& sink) {
   }
   if (!sink.facts().has("sysctl.kernel.sched_migration_cost_ns")) {
     const std::string path = "/sys/kernel/debug/sched/migration_cost_ns";
-    if (auto text = sink.read("sched.migration_cost_ns", path)) {
+    if (auto text = sink.read("host.sched_migration_cost_ns", path)) {
       SysctlValue value = parse_sysctl_value(*text);
-      if (value.numbers.size() == 1) sink.set("sched.migration_cost_ns", value.numbers[0], path);
+      if (value.numbers.size() == 1) sink.set("host.sched_migration_cost_ns", value.numbers[0], path);
     }
   }
-  if (auto text = sink.read("kernel.release", "/proc/sys/kernel/osrelease"))
-    sink.set("kernel.release", first_line(*text), "/proc/sys/kernel/osrelease");
+  if (auto text = sink.read("host.kernel_release", "/proc/sys/kernel/osrelease"))
+    sink.set("host.kernel_release", first_line(*text), "/proc/sys/kernel/osrelease");
 }
 
 }  // namespace ld::audit

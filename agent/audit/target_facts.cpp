@@ -146,6 +146,7 @@ void read_nofile(FactSink& sink, int pid) {
   line >> soft >> hard;
   auto s = limit_number(soft), h = limit_number(hard);
   if (!s || !h) return sink.unknown("limits.nofile_soft", path, "malformed 'Max open files' line");
+  sink.set("limits.pid", pid, path);
   sink.set("limits.nofile_soft", *s, path);
   sink.set("limits.nofile_hard", *h, path);
 }
@@ -202,6 +203,9 @@ void read_target_facts(FactSink& sink, const AuditTarget& target) {
   }
   if (!dirs) return;
   if (!audit.target_cgroup.empty()) sink.set("cgroup.path", audit.target_cgroup, "");
+  // Host paths of the controller directories, for the verify commands of rules.
+  if (!dirs->cpu.empty()) sink.set("cgroup.cpu_dir", host_path(tree, dirs->cpu), "/proc/self/mountinfo");
+  if (!dirs->memory.empty()) sink.set("cgroup.memory_dir", host_path(tree, dirs->memory), "/proc/self/mountinfo");
   if (!dirs->cpu.empty()) read_cpu_quota(sink, dirs->cpu, dirs->cpu_v2);
   else sink.unknown("cgroup.cpu_quota_cpus", "/sys/fs/cgroup", "no cpu controller for this cgroup");
   if (!dirs->memory.empty()) read_memory_limits(sink, dirs->memory, dirs->memory_v2);

@@ -53,13 +53,13 @@ KernelConfig read_kernel_config(FactSink& sink) {
   FileText gz = tree.read_gzip("/proc/config.gz");
   if (gz.ok) return parse_kernel_config(gz.text, "/proc/config.gz");
   std::string boot;
-  if (auto* release = std::get_if<std::string>(sink.facts().get("kernel.release") ? sink.facts().get("kernel.release") : nullptr))
-    boot = "/boot/config-" + *release;
+  const rules::FactValue* release = sink.facts().get("host.kernel_release");
+  if (release && std::holds_alternative<std::string>(*release)) boot = "/boot/config-" + std::get<std::string>(*release);
   if (!boot.empty()) {
     FileText text = tree.read(boot);
     if (text.ok) return parse_kernel_config(text.text, boot);
   }
-  sink.unknown("kernel.config", boot.empty() ? "/proc/config.gz" : "/proc/config.gz, " + boot,
+  sink.unknown("trace.kernel_config", boot.empty() ? "/proc/config.gz" : "/proc/config.gz, " + boot,
                gz.missing ? "no such file" : gz.error);
   return {};
 }
@@ -74,7 +74,7 @@ class Readiness {
  public:
   Readiness(FactSink& sink) : sink_(sink), tree_(sink.tree()), tracefs_(tracefs_dir(tree_)) {
     config_ = read_kernel_config(sink);
-    if (!config_.source.empty()) sink_.set("kernel.config", config_.source, config_.source);
+    if (!config_.source.empty()) sink_.set("trace.kernel_config", config_.source, config_.source);
   }
 
   void run() {

@@ -19,7 +19,7 @@ struct AuditOptions {
   std::string nginx_conf;
   std::string format = "text";
   std::string fail_on;
-  std::string rules_dir;
+  std::vector<std::string> rule_paths;
   std::string output;
 };
 
@@ -46,8 +46,7 @@ int run_audit(const AuditOptions& o) {
     request.root = o.root;
     request.target = {o.pid, o.cgroup};
     request.nginx_conf = nginx_conf_path(o);
-    request.rules_dir = o.rules_dir;
-    request.shipped_rules_dir = LD_SOURCE_RULES_DIR;
+    request.rule_paths = o.rule_paths;
     if (o.pid < 0) throw std::invalid_argument(fmt::format("--pid {}: expected a process id", o.pid));
   } catch (const std::invalid_argument& e) {
     print_error("audit", e.what());
@@ -95,7 +94,7 @@ void register_audit(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   sub->add_option("--fail-on", opts->fail_on, "Exit 3 when a finding of this severity or worse exists: warn or crit")
       ->check(CLI::IsMember({"warn", "crit"}));
-  sub->add_option("--rules", opts->rules_dir, "Also load the rules in DIR");
+  add_rules_option(sub, opts->rule_paths);
   sub->add_option("-o,--output", opts->output, "Write to FILE (mode 0600)");
   sub->callback([opts, &exit_code] { exit_code = run_audit(*opts); });
 }

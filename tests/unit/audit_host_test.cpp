@@ -69,8 +69,8 @@ TEST(AuditHost, BadTreeSysctlsAndSystem) {
   EXPECT_EQ(num(f, "sysctl.net.ipv4.ip_local_port_range.low"), 32768);
   EXPECT_EQ(num(f, "sysctl.net.ipv4.ip_local_port_range.high"), 60999);
   EXPECT_EQ(a.sources.at("sysctl.vm.swappiness"), "/proc/sys/vm/swappiness");
-  EXPECT_FALSE(f.has("sched.migration_cost_ns"));  // the sysctl exists: debugfs not consulted
-  EXPECT_EQ(str(f, "kernel.release"), "5.10.0-bad");
+  EXPECT_FALSE(f.has("host.sched_migration_cost_ns"));  // the sysctl exists: debugfs not consulted
+  EXPECT_EQ(str(f, "host.kernel_release"), "5.10.0-bad");
 
   EXPECT_EQ(num(f, "cpu.count"), 8);
   EXPECT_EQ(str(f, "cpu.model"), "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz");
@@ -139,7 +139,7 @@ TEST(AuditHost, BadTreeNginxAndTracing) {
   EXPECT_EQ(flag(f, "trace.kprobes"), false);  // CONFIG_KPROBE_EVENTS not set in /boot/config-*
   EXPECT_EQ(flag(f, "trace.uprobes"), true);
   EXPECT_EQ(flag(f, "trace.fentry"), false);
-  EXPECT_EQ(str(f, "kernel.config"), "/boot/config-5.10.0-bad");
+  EXPECT_EQ(str(f, "trace.kernel_config"), "/boot/config-5.10.0-bad");
   EXPECT_EQ(num(f, "trace.perf_event_paranoid"), 3);
   EXPECT_EQ(num(f, "trace.kptr_restrict"), 2);
   EXPECT_EQ(flag(f, "trace.probe.sock"), false);  // no BTF
@@ -176,7 +176,7 @@ TEST(AuditHost, GoodTreeCgroupV1AndReadiness) {
   EXPECT_EQ(str(f, "nginx.proxy_buffering"), "off");
   EXPECT_EQ(num(f, "nginx.proxy_read_timeout_ms"), 3600000);
   EXPECT_EQ(str(f, "nginx.proxy_http_version"), "1.1");
-  EXPECT_EQ(str(f, "kernel.config"), "/proc/config.gz");  // gunzipped
+  EXPECT_EQ(str(f, "trace.kernel_config"), "/proc/config.gz");  // gunzipped
   for (const char* name : {"trace.btf", "trace.tracepoints", "trace.uprobes", "trace.kprobes", "trace.fentry",
                            "trace.probe.sock", "trace.probe.gil", "trace.probe.tcp", "trace.probe.cpufreq"})
     EXPECT_EQ(flag(f, name), true) << name;
@@ -197,7 +197,7 @@ TEST(AuditHost, PartialTreeListsUnknownsAndNeverThrows) {
   EXPECT_EQ(num(f, "sysctl.net.ipv4.ip_local_port_range"), 1024);  // one field: a number
   // A missing migration-cost sysctl is normal since 5.13: only its debugfs home is unknown.
   EXPECT_EQ(unknown(a, "sysctl.kernel.sched_migration_cost_ns"), nullptr);
-  EXPECT_NE(unknown(a, "sched.migration_cost_ns"), nullptr);
+  EXPECT_NE(unknown(a, "host.sched_migration_cost_ns"), nullptr);
   EXPECT_FALSE(f.has("cpu.count"));
   EXPECT_NE(unknown(a, "cpu.count"), nullptr);  // "0-" is malformed
   EXPECT_FALSE(f.has("cpu.governor"));
@@ -208,8 +208,8 @@ TEST(AuditHost, PartialTreeListsUnknownsAndNeverThrows) {
   EXPECT_FALSE(f.has("limits.nofile_soft"));
   EXPECT_NE(unknown(a, "limits.nofile_soft"), nullptr);
   EXPECT_FALSE(f.has("cgroup.cpuset_cpus"));  // "7-3" is malformed
-  EXPECT_FALSE(f.has("kernel.config"));       // /proc/config.gz is not gzip, no /boot
-  EXPECT_NE(unknown(a, "kernel.config"), nullptr);
+  EXPECT_FALSE(f.has("trace.kernel_config"));       // /proc/config.gz is not gzip, no /boot
+  EXPECT_NE(unknown(a, "trace.kernel_config"), nullptr);
   EXPECT_FALSE(f.has("trace.fentry"));
   EXPECT_EQ(flag(f, "nginx.valid"), false);
   EXPECT_FALSE(f.has("nginx.proxy_read_timeout_ms"));  // "forever" is not a time
