@@ -75,10 +75,21 @@ void read_memory_limits(FactSink& sink, const std::string& dir, bool v2) {
   const HostTree& tree = sink.tree();
   host::CgroupMemory mem = host::read_cgroup_memory(dir, v2);
   std::string where = host_path(tree, dir);
-  std::string limit_file = where + (v2 ? "/memory.max" : "/memory.limit_in_bytes");
+  const char* limit_name = v2 ? "/memory.max" : "/memory.limit_in_bytes";
+  std::string limit_file = where + limit_name;
   if (mem.limit_read) {
-    sink.set("cgroup.mem_limited", mem.limit != kCgroupUnknown, limit_file);
-    if (mem.limit != kCgroupUnknown) sink.set("cgroup.mem_limit_bytes", mem.limit, limit_file);
+    // An ancestor's limit (a slice, a pod) binds the service as much as its own.
+    uint64_t tightest = mem.limit;
+    for (std::string d = parent_dir(dir); d.size() > tree.prefix().size(); d = parent_dir(d)) {
+      host::CgroupMemory above = host::read_cgroup_memory(d, v2);
+      if (!above.limit_read) break;  // above the controller's root
+      if (above.limit < tightest) {
+        tightest = above.limit;
+        limit_file = host_path(tree, d) + limit_name;
+      }
+    }
+    sink.set("cgroup.mem_limited", tightest != kCgroupUnknown, limit_file);
+    if (tightest != kCgroupUnknown) sink.set("cgroup.mem_limit_bytes", tightest, limit_file);
   } else {
     sink.unknown("cgroup.mem_limit_bytes", limit_file, "unreadable or malformed");
   }

@@ -16,11 +16,11 @@ struct KernelConfig {
   std::string source;  // host path; "" when no config was readable
   std::map<std::string, std::string, std::less<>> values;
 
-  // "y", "m", "n" (explicitly not set) or "" (not mentioned, or no config at all).
+  // "y", "m", "n" (explicitly not set) or "" (not mentioned, or no config at all: unknown,
+  // since an abbreviated or foreign config may leave options out).
   std::string get(std::string_view key) const {
     auto it = values.find(key);
-    if (it != values.end()) return it->second;
-    return source.empty() ? "" : "n";  // a config file lists every option it knows of... mostly
+    return it == values.end() ? "" : it->second;
   }
   std::optional<bool> enabled(std::string_view key) const {
     std::string v = get(key);
@@ -81,9 +81,9 @@ class Readiness {
     btf();
     capabilities();
     tracepoints();
-    probe_kind("trace.uprobes", "uprobes", "uprobe_events", "CONFIG_UPROBE_EVENTS",
+    probe_kind("trace.uprobes", "uprobes", "uprobe_events", {"CONFIG_UPROBES", "CONFIG_UPROBE_EVENTS"},
                "user-space probes: the gil probe (Python GIL waits)");
-    probe_kind("trace.kprobes", "kprobes", "kprobe_events", "CONFIG_KPROBE_EVENTS",
+    probe_kind("trace.kprobes", "kprobes", "kprobe_events", {"CONFIG_KPROBES", "CONFIG_KPROBE_EVENTS"},
                "not needed: latency-doctor uses tracepoints");
     fentry();
     perf_events();
@@ -100,7 +100,9 @@ class Readiness {
   }
 
   std::string config_says(std::string_view key) const {
-    return fmt::format("{}={} in {}", key, config_.get(key) == "n" ? "n (not set)" : config_.get(key), config_.source);
+    std::string v = config_.get(key);
+    return v == "n" ? fmt::format("{} is not set in {}", key, config_.source)
+                    : fmt::format("{}={} in {}", key, v, config_.source);
   }
 
   void btf() {
@@ -155,12 +157,19 @@ class Readiness {
         config_.source);
   }
 
+  // config_keys: the option and the ones it depends on, outermost first (CONFIG_KPROBES before
+  // CONFIG_KPROBE_EVENTS): the first one that is off is the reason.
   void probe_kind(const std::string& fact, const std::string& name, const std::string& file,
-                  const std::string& config_key, const std::string& use) {
+                  const std::vector<std::string>& config_keys, const std::string& use) {
     if (!tracefs_.empty() && tree_.exists(tracefs_ + "/" + file))
       return add(fact, name, true, use, tracefs_ + "/" + file);
-    if (auto on = config_.enabled(config_key))
-      return add(fact, name, *on, *on ? use : config_says(config_key), config_.source);
+    std::optional<bool> all_on = config_keys.empty() ? std::nullopt : std::optional<bool>(true);
+    for (const auto& key : config_keys) {
+      auto on = config_.enabled(key);
+      if (on && !*on) return add(fact, name, false, config_says(key), config_.source);
+      if (!on) all_on.reset();
+    }
+    if (all_on) return add(fact, name, true, use, config_.source);
     if (!tracefs_.empty())  // tracefs is there and offers no such events file
       return add(fact, name, false, "no " + tracefs_ + "/" + file, tracefs_ + "/" + file);
     add(fact, name, std::nullopt, "no tracefs and no kernel config to tell", "/sys/kernel/tracing/" + file);

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include "audit/cpu_list.hpp"
 #include "audit/host_audit.hpp"
@@ -256,4 +258,29 @@ TEST(AuditCpuList, Parses) {
   EXPECT_FALSE(parse_cpu_list("0-"));
   EXPECT_FALSE(parse_cpu_list("a"));
   EXPECT_FALSE(parse_cpu_list("0-99999999"));
+}
+
+TEST(AuditHost, AncestorLimitsBindTheService) {
+  // A v2 service without limits of its own inside a slice that has them.
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(testing::TempDir()) / "audit-ancestor-limits";
+  fs::remove_all(root);
+  auto write = [&](const std::string& path, const std::string& text) {
+    fs::create_directories((root / path.substr(1)).parent_path());
+    std::ofstream(root / path.substr(1)) << text;
+  };
+  write("/proc/self/mountinfo", "25 1 0:22 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+  write("/proc/50/cgroup", "0::/work.slice/svc\n");
+  for (const std::string dir : {"/sys/fs/cgroup/work.slice", "/sys/fs/cgroup/work.slice/svc"})
+    write(dir + "/cgroup.controllers", "cpu memory\n");
+  write("/sys/fs/cgroup/work.slice/cpu.max", "150000 100000\n");
+  write("/sys/fs/cgroup/work.slice/memory.max", "1073741824\n");
+  write("/sys/fs/cgroup/work.slice/svc/cpu.max", "max 100000\n");
+  write("/sys/fs/cgroup/work.slice/svc/memory.max", "max\n");
+  HostAudit a = audit_host(root.string(), {50, ""});
+  EXPECT_DOUBLE_EQ(num(a.facts, "cgroup.cpu_quota_cpus"), 1.5);
+  EXPECT_EQ(a.sources.at("cgroup.cpu_quota_cpus"), "/sys/fs/cgroup/work.slice/cpu.max");
+  EXPECT_EQ(num(a.facts, "cgroup.mem_limit_bytes"), 1073741824);
+  EXPECT_EQ(a.sources.at("cgroup.mem_limit_bytes"), "/sys/fs/cgroup/work.slice/memory.max");
+  fs::remove_all(root);
 }
