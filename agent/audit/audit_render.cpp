@@ -91,19 +91,7 @@ std::string findings_section(const AuditResult& r) {
   for (const auto& f : r.findings)
     if (int rank = severity_rank(f.severity); rank >= 0) counts[rank]++;
   std::string out = fmt::format("findings: {} crit, {} warn, {} info\n", counts[2], counts[1], counts[0]);
-  const std::string more = kIndent + "    ";
-  for (const Finding& f : r.findings) {
-    out += kIndent + fmt::format("[{}] {}\n", printable(f.severity), printable(f.title));
-    if (!f.evidence.empty()) out += more + printable(f.evidence) + "\n";
-    if (!f.remedy.empty()) out += more + "fix: " + printable(f.remedy) + "\n";
-    for (const SysctlRec& s : f.sysctl) {
-      out += more + fmt::format("sysctl {} = {} (now {})", printable(s.key), printable(s.value),
-                                s.current.empty() ? "unknown" : printable(s.current));
-      if (!s.caveat.empty()) out += " - " + printable(s.caveat);
-      out += "\n";
-    }
-    if (!f.verify.empty()) out += more + "verify: " + printable(f.verify) + "\n";
-  }
+  for (const Finding& f : r.findings) out += report::finding_text(f);
   return out;
 }
 

@@ -82,20 +82,24 @@ void register_audit(CLI::App& app, int& exit_code) {
       "  latency-doctor audit --format sysctl -o 90-latency-doctor.conf\n"
       "  latency-doctor audit --root /mnt/image --fail-on warn    # CI gate for images: exit 3");
   sub->add_option("--root", opts->root, "Audit the tree under DIR (an image, a chroot) instead of /")
+      ->type_name("DIR")
       ->capture_default_str();
-  auto* pid = sub->add_option("-p,--pid", opts->pid, "The service's process: its cgroup and open-file limit");
+  auto* pid = sub->add_option("-p,--pid", opts->pid, "The service's process: its cgroup and open-file limit")
+                  ->type_name("PID");
   auto* cgroup = sub->add_option("--cgroup", opts->cgroup,
-                                 "The service's cgroup: /system.slice/NAME.service or /sys/fs/cgroup/...");
+                                 "The service's cgroup: /system.slice/NAME.service or /sys/fs/cgroup/...")
+                    ->type_name("PATH");
   pid->excludes(cgroup);
   sub->add_option("--nginx-conf", opts->nginx_conf,
-                  "nginx config to check (default /etc/nginx/nginx.conf; under --root when absolute)");
+                  "nginx config to check (default /etc/nginx/nginx.conf; under --root when absolute)")
+      ->type_name("PATH");
   sub->add_option("-f,--format", opts->format, "text, json, or sysctl (a ready /etc/sysctl.d/ file)")
       ->check(CLI::IsMember({"text", "json", "sysctl"}))
       ->capture_default_str();
   sub->add_option("--fail-on", opts->fail_on, "Exit 3 when a finding of this severity or worse exists: warn or crit")
       ->check(CLI::IsMember({"warn", "crit"}));
   add_rules_option(sub, opts->rule_paths);
-  sub->add_option("-o,--output", opts->output, "Write to FILE (mode 0600)");
+  sub->add_option("-o,--output", opts->output, "Write to FILE (mode 0600)")->type_name("FILE");
   sub->callback([opts, &exit_code] { exit_code = run_audit(*opts); });
 }
 

@@ -189,6 +189,9 @@ nlohmann::json to_json(const Report& report);  // NaN values become null
 nlohmann::ordered_json finding_to_json(const Finding& finding);
 std::string render_json(const Report& report);  // pretty, trailing newline; never throws on odd UTF-8
 std::string render_text(const Report& report);
+// One finding as the text report shows it: "[severity] title", then evidence, fix, sysctl
+// lines and verify, indented (also used by `audit`).
+std::string finding_text(const Finding& finding);
 
 // Shared by the renderers: a monotonic time as unix ns (0 when it would be negative).
 uint64_t mono_to_unix_ns(uint64_t mono_ns, int64_t realtime_minus_monotonic_ns);
