@@ -93,6 +93,11 @@ bool HostTree::is_dir(std::string_view host_path) const {
   return stat(real(host_path).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+int HostTree::stat_error(std::string_view host_path) const {
+  struct stat st {};
+  return stat(real(host_path).c_str(), &st) == 0 ? 0 : errno;
+}
+
 std::vector<std::string> HostTree::list(std::string_view host_dir) const {
   std::vector<std::string> names;
   DIR* dir = opendir(real(host_dir).c_str());

@@ -35,6 +35,8 @@ class HostTree {
   FileText read_gzip(std::string_view host_path, size_t max_bytes = 16 << 20) const;
   bool exists(std::string_view host_path) const;
   bool is_dir(std::string_view host_path) const;
+  // errno of stat(2) on the path, 0 when it succeeds (EACCES: there, but not for this user).
+  int stat_error(std::string_view host_path) const;
   // Entry names of a directory, sorted, without "." and ".."; empty when unreadable.
   std::vector<std::string> list(std::string_view host_dir) const;
   // Host paths matching a glob pattern (nginx include), sorted.

@@ -72,7 +72,12 @@ std::string tracefs_dir(const HostTree& tree) {
 
 class Readiness {
  public:
-  Readiness(FactSink& sink) : sink_(sink), tree_(sink.tree()), tracefs_(tracefs_dir(tree_)) {
+  Readiness(FactSink& sink)
+      : sink_(sink),
+        tree_(sink.tree()),
+        tracefs_(tracefs_dir(tree_)),
+        // tracefs is root-only (0700): an unprivileged audit cannot look inside.
+        tracefs_hidden_(tracefs_.empty() && tree_.stat_error("/sys/kernel/tracing/events") == EACCES) {
     config_ = read_kernel_config(sink);
     if (!config_.source.empty()) sink_.set("trace.kernel_config", config_.source, config_.source);
   }
@@ -151,9 +156,10 @@ class Readiness {
     sink_.set("trace.tracefs", false, "/sys/kernel/tracing");
     auto syscalls = config_.enabled("CONFIG_FTRACE_SYSCALLS");
     if (!syscalls) return add("trace.tracepoints", "tracepoints", std::nullopt, "tracefs not mounted here and no kernel config", source);
+    std::string tracefs_state = tracefs_hidden_ ? "tracefs is not readable by this user (root can read it)"
+                                                : "tracefs not mounted here (latency-doctor mounts it)";
     add("trace.tracepoints", "tracepoints", *syscalls,
-        *syscalls ? "tracefs not mounted here (latency-doctor mounts it); " + config_says("CONFIG_FTRACE_SYSCALLS")
-                  : config_says("CONFIG_FTRACE_SYSCALLS"),
+        *syscalls ? tracefs_state + "; " + config_says("CONFIG_FTRACE_SYSCALLS") : config_says("CONFIG_FTRACE_SYSCALLS"),
         config_.source);
   }
 
@@ -191,6 +197,12 @@ class Readiness {
       if (!on) return add("trace.fentry", "fentry", std::nullopt, "no kernel config to tell", "/proc/config.gz");
       if (!*on) return add("trace.fentry", "fentry", false, config_says(key), config_.source);
     }
+    // The config allows trampolines; whether the kernel lets them patch functions shows in
+    // tracefs only.
+    if (tracefs_hidden_)
+      return add("trace.fentry", "fentry", std::nullopt,
+                 "the kernel config allows it; whether function tracing is permitted needs root to check",
+                 "/sys/kernel/tracing/available_filter_functions");
     add("trace.fentry", "fentry", true, use, config_.source);
   }
 
@@ -293,6 +305,7 @@ class Readiness {
   FactSink& sink_;
   const HostTree& tree_;
   std::string tracefs_;
+  bool tracefs_hidden_;
   KernelConfig config_;
 };
 

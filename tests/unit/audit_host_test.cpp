@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -283,4 +284,26 @@ TEST(AuditHost, AncestorLimitsBindTheService) {
   EXPECT_EQ(num(a.facts, "cgroup.mem_limit_bytes"), 1073741824);
   EXPECT_EQ(a.sources.at("cgroup.mem_limit_bytes"), "/sys/fs/cgroup/work.slice/memory.max");
   fs::remove_all(root);
+}
+
+TEST(AuditHost, TracefsHiddenFromThisUserIsNotAbsent) {
+  if (geteuid() == 0) GTEST_SKIP() << "root reads through mode 000: only meaningful unprivileged";
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(testing::TempDir()) / "audit-hidden-tracefs";
+  fs::remove_all(root);
+  fs::create_directories(root / "sys/kernel/tracing/events/syscalls");
+  fs::create_directories(root / "proc/sys/kernel");
+  std::ofstream(root / "proc/sys/kernel/osrelease") << "6.1.0-x\n";
+  fs::create_directories(root / "boot");
+  std::ofstream(root / "boot/config-6.1.0-x")
+      << "CONFIG_FTRACE_SYSCALLS=y\nCONFIG_BPF_JIT=y\nCONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS=y\nCONFIG_DEBUG_INFO_BTF=y\n";
+  fs::permissions(root / "sys/kernel/tracing", fs::perms::none);
+  HostAudit a = audit_host(root.string(), {});
+  fs::permissions(root / "sys/kernel/tracing", fs::perms::owner_all);
+  fs::remove_all(root);
+  EXPECT_EQ(flag(a.facts, "trace.tracepoints"), true);  // from the config
+  ASSERT_NE(capability(a, "tracepoints"), nullptr);
+  EXPECT_NE(capability(a, "tracepoints")->detail.find("not readable by this user"), std::string::npos);
+  EXPECT_FALSE(a.facts.has("trace.fentry"));  // the config allows it, tracefs would tell: unknown
+  EXPECT_NE(unknown(a, "trace.fentry"), nullptr);
 }
