@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   ld::cli::register_record(app, exit_code);
   ld::cli::register_report(app, exit_code);
   ld::cli::register_bench(app, exit_code);
+  ld::cli::register_audit(app, exit_code);
   ld::cli::register_rules(app, exit_code);
   ld::cli::register_version(app, exit_code);
   try {

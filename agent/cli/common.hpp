@@ -62,6 +62,7 @@ void register_record(CLI::App& app, int& exit_code);
 void register_report(CLI::App& app, int& exit_code);
 void register_bench(CLI::App& app, int& exit_code);
 void register_version(CLI::App& app, int& exit_code);
+void register_audit(CLI::App& app, int& exit_code);
 void register_rules(CLI::App& app, int& exit_code);
 
 // --rules DIR|FILE (repeatable): rules added to the shipped ones, same ids replacing them.

@@ -114,6 +114,12 @@ uint64_t limit_or_unknown(std::optional<uint64_t> v) {
   return *v;
 }
 
+// A limit file's content is a number or "max" (v2): anything else is unreadable or garbage.
+bool is_limit(std::string_view text) {
+  text = trim(text);
+  return text == "max" || to_u64(text).has_value();
+}
+
 }  // namespace
 
 std::vector<CgroupMembership> parse_proc_cgroup(std::string_view text) {
@@ -161,14 +167,45 @@ std::vector<CgroupMount> parse_cgroup_mounts(std::string_view mountinfo) {
   return out;
 }
 
-std::optional<CgroupDirs> find_cgroup_dirs(const std::string& root, int pid) {
-  std::string text = slurp(root + "/proc/" + std::to_string(pid) + "/cgroup");
-  if (text.empty()) return std::nullopt;
-  auto member = parse_proc_cgroup(text);
-  auto mounts = parse_cgroup_mounts(slurp(root + "/proc/self/mountinfo"));
+namespace {
+
+CgroupDirs dirs_of(const std::string& root, const std::vector<CgroupMembership>& member,
+                   const std::vector<CgroupMount>& mounts) {
   CgroupDirs dirs;
   dirs.cpu = find_controller(root, member, mounts, "cpu", dirs.cpu_v2);
   dirs.memory = find_controller(root, member, mounts, "memory", dirs.memory_v2);
+  dirs.cpuset = find_controller(root, member, mounts, "cpuset", dirs.cpuset_v2);
+  return dirs;
+}
+
+}  // namespace
+
+std::optional<CgroupDirs> find_cgroup_dirs(const std::string& root, int pid) {
+  std::string text = slurp(root + "/proc/" + std::to_string(pid) + "/cgroup");
+  if (text.empty()) return std::nullopt;
+  return dirs_of(root, parse_proc_cgroup(text), parse_cgroup_mounts(slurp(root + "/proc/self/mountinfo")));
+}
+
+std::optional<CgroupDirs> find_cgroup_dirs_of_path(const std::string& root, const std::string& path) {
+  auto mounts = parse_cgroup_mounts(slurp(root + "/proc/self/mountinfo"));
+  // A directory under a mount point names its cgroup by the rest of the path.
+  std::string cgroup_path = path;
+  for (const auto& mount : mounts) {
+    const std::string& mp = mount.mount_point;
+    if (path.size() > mp.size() && path.rfind(mp, 0) == 0 && path[mp.size()] == '/') {
+      cgroup_path = (mount.root == "/" ? "" : mount.root) + path.substr(mp.size());
+      break;
+    }
+  }
+  // Membership lines as /proc/PID/cgroup would show them for a process of that cgroup.
+  std::vector<CgroupMembership> member{{0, {}, cgroup_path}};
+  int hierarchy = 1;
+  for (const auto& mount : mounts)
+    if (!mount.v2) member.push_back({hierarchy++, mount.controllers, cgroup_path});
+  CgroupDirs dirs = dirs_of(root, member, mounts);
+  bool found = false;
+  for (const auto& mount : mounts) found = found || !dir_under(root, mount, cgroup_path).empty();
+  if (!found) return std::nullopt;
   return dirs;
 }
 
@@ -200,7 +237,9 @@ void parse_cpu_max(std::string_view text, CgroupCpu& into) {
 CgroupCpu read_cgroup_cpu(const std::string& dir, bool v2) {
   CgroupCpu cpu = parse_cpu_stat(slurp(dir + "/cpu.stat"));
   if (v2) {
-    parse_cpu_max(slurp(dir + "/cpu.max"), cpu);
+    std::string max = slurp(dir + "/cpu.max");
+    parse_cpu_max(max, cpu);
+    cpu.quota_read = cpu.period_us != kCgroupUnknown;
     return cpu;
   }
   // v1: cfs_quota_us is -1 when unlimited.
@@ -208,6 +247,7 @@ CgroupCpu read_cgroup_cpu(const std::string& dir, bool v2) {
   auto quota = trim(quota_text);
   if (!quota.empty() && quota[0] != '-') cpu.quota_us = to_u64(quota).value_or(kCgroupUnknown);
   cpu.period_us = to_u64(slurp(dir + "/cpu.cfs_period_us")).value_or(kCgroupUnknown);
+  cpu.quota_read = !quota.empty() && (quota[0] == '-' || cpu.quota_us != kCgroupUnknown);
   return cpu;
 }
 
@@ -216,17 +256,38 @@ CgroupMemory read_cgroup_memory(const std::string& dir, bool v2) {
   if (dir.empty()) return mem;
   if (v2) {
     mem.usage = to_u64(slurp(dir + "/memory.current")).value_or(kCgroupUnknown);
-    mem.limit = limit_or_unknown(to_u64(slurp(dir + "/memory.max")));  // "max" -> unknown
+    std::string max = slurp(dir + "/memory.max");
+    mem.limit = limit_or_unknown(to_u64(max));  // "max" -> unknown
+    mem.limit_read = is_limit(max);
+    std::string swap_max = slurp(dir + "/memory.swap.max");
+    mem.swap_limit = limit_or_unknown(to_u64(swap_max));
+    mem.swap_limit_read = is_limit(swap_max);
     std::string events = slurp(dir + "/memory.events");
     mem.events_high = parse_keyed_value(events, "high").value_or(kCgroupUnknown);
     mem.events_oom = parse_keyed_value(events, "oom_kill").value_or(kCgroupUnknown);
     return mem;
   }
   mem.usage = to_u64(slurp(dir + "/memory.usage_in_bytes")).value_or(kCgroupUnknown);
-  mem.limit = limit_or_unknown(to_u64(slurp(dir + "/memory.limit_in_bytes")));
+  std::string limit = slurp(dir + "/memory.limit_in_bytes");
+  mem.limit = limit_or_unknown(to_u64(limit));
+  mem.limit_read = is_limit(limit);
+  // v1 limits memory+swap together: the swap allowance is the difference.
+  std::string memsw = slurp(dir + "/memory.memsw.limit_in_bytes");
+  if (is_limit(memsw) && mem.limit_read) {
+    uint64_t both = limit_or_unknown(to_u64(memsw));
+    mem.swap_limit_read = true;
+    if (both != kCgroupUnknown && mem.limit != kCgroupUnknown) mem.swap_limit = both > mem.limit ? both - mem.limit : 0;
+  }
   mem.events_high = to_u64(slurp(dir + "/memory.failcnt")).value_or(kCgroupUnknown);
   mem.events_oom = parse_keyed_value(slurp(dir + "/memory.oom_control"), "oom_kill").value_or(kCgroupUnknown);
   return mem;
+}
+
+std::string read_cgroup_cpuset(const std::string& dir, bool v2) {
+  if (dir.empty()) return "";
+  std::string text = slurp(dir + (v2 ? "/cpuset.cpus.effective" : "/cpuset.effective_cpus"));
+  if (text.empty() && !v2) text = slurp(dir + "/cpuset.cpus");
+  return std::string(trim(text));
 }
 
 }  // namespace ld::host

@@ -34,6 +34,8 @@ struct CgroupDirs {
   bool cpu_v2 = false;
   std::string memory;  // "" = no memory controller reachable
   bool memory_v2 = false;
+  std::string cpuset;  // "" = no cpuset controller reachable (v2: not enabled for this cgroup)
+  bool cpuset_v2 = false;
   bool operator==(const CgroupDirs&) const = default;
 };
 // Reads root/proc/PID/cgroup and root/proc/self/mountinfo (our mounts: we open the files).
@@ -41,6 +43,10 @@ struct CgroupDirs {
 // counts for a controller only when its cgroup.controllers lists it. nullopt when the
 // process's cgroup file cannot be read.
 std::optional<CgroupDirs> find_cgroup_dirs(const std::string& root, int pid);
+// The same for a cgroup named by its path in the hierarchy ("/system.slice/x.service", as in
+// /proc/PID/cgroup) or by its directory ("/sys/fs/cgroup/system.slice/x.service"); nullopt
+// when no cgroup mount holds it.
+std::optional<CgroupDirs> find_cgroup_dirs_of_path(const std::string& root, const std::string& path);
 
 constexpr uint64_t kCgroupUnknown = ~0ULL;
 
@@ -50,6 +56,7 @@ struct CgroupCpu {
   uint64_t throttled_ns = kCgroupUnknown;  // v1 throttled_time (ns) / v2 throttled_usec * 1000
   uint64_t quota_us = kCgroupUnknown;      // ~0 = no limit ("max" / -1)
   uint64_t period_us = kCgroupUnknown;
+  bool quota_read = false;  // the quota file was read: quota_us ~0 then means "no limit"
 };
 CgroupCpu parse_cpu_stat(std::string_view text, CgroupCpu into = {});
 // "max 100000" / "20000 100000" (v2 cpu.max) into quota_us / period_us.
@@ -61,8 +68,15 @@ struct CgroupMemory {
   uint64_t limit = kCgroupUnknown;        // bytes, ~0 = no limit
   uint64_t events_high = kCgroupUnknown;  // v2 memory.events high / v1 memory.failcnt
   uint64_t events_oom = kCgroupUnknown;   // oom_kill (v2 memory.events, v1 memory.oom_control)
+  uint64_t swap_limit = kCgroupUnknown;   // bytes of swap allowed (v2 memory.swap.max; v1
+                                          // memory.memsw.limit_in_bytes - limit), ~0 = no limit
+  bool limit_read = false;       // the limit file was read: limit ~0 then means "no limit"
+  bool swap_limit_read = false;  // same for swap_limit (absent without swap accounting)
 };
 CgroupMemory read_cgroup_memory(const std::string& dir, bool v2);
+// The CPUs the cgroup may run on: v2 cpuset.cpus.effective, v1 cpuset.effective_cpus
+// ("0-3,8"); "" when unreadable.
+std::string read_cgroup_cpuset(const std::string& dir, bool v2);
 
 // "key value" lines (cpu.stat, memory.events, memory.oom_control): value of key.
 std::optional<uint64_t> parse_keyed_value(std::string_view text, std::string_view key);

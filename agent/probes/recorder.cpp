@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "events.h"
+#include "audit/host_audit.hpp"
 #include "host/host_facts.hpp"
 #include "probes/privileges.hpp"
 #include "probes/probe_session.hpp"
@@ -55,6 +56,12 @@ void validate_pids(const std::vector<int>& pids) {
 nlohmann::json make_header(const RecordOptions& options, const std::vector<uint32_t>& tgids,
                            uint64_t start_mono, int64_t offset) {
   auto first = host::read_process(options.pids.front());
+  // The host as it was when recorded (sysctls, governor, cgroup limits): findings quote these
+  // current values, and `report` on another machine must not read its own.
+  nlohmann::json host = host::host_facts_json();
+  audit::AuditTarget audited;
+  audited.pid = options.pids.front();
+  host["facts"] = audit::host_facts_to_json(audit::read_host_facts("/", audited));
   nlohmann::json pids = nlohmann::json::array();
   for (uint32_t t : tgids) pids.push_back(t);
   return {
@@ -67,7 +74,7 @@ nlohmann::json make_header(const RecordOptions& options, const std::vector<uint3
         {"exe", first ? first->exe : ""},
         {"start_mono_ns", first ? first->start_mono_ns : 0},
         {"children", options.children}}},
-      {"host", host::host_facts_json()},
+      {"host", host},
       {"token_source", options.token_source},
       {"duration_requested_ms", options.duration_ms},
   };

@@ -202,19 +202,7 @@ std::string typical_section(const Report& r) {
 std::string findings_section(const std::vector<Finding>& findings) {
   if (findings.empty()) return "";
   std::string out = fmt::format("findings ({})\n", findings.size());
-  const std::string more = kIndent + "    ";
-  for (const Finding& f : findings) {
-    out += kIndent + fmt::format("[{}] {}\n", printable(f.severity), printable(f.title));
-    if (!f.evidence.empty()) out += more + printable(f.evidence) + "\n";
-    if (!f.remedy.empty()) out += more + "fix: " + printable(f.remedy) + "\n";
-    for (const SysctlRec& s : f.sysctl) {
-      out += more + fmt::format("sysctl {} = {} (now {})", printable(s.key), printable(s.value),
-                                s.current.empty() ? "unknown" : printable(s.current));
-      if (!s.caveat.empty()) out += " - " + printable(s.caveat);
-      out += "\n";
-    }
-    if (!f.verify.empty()) out += more + "verify: " + printable(f.verify) + "\n";
-  }
+  for (const Finding& f : findings) out += finding_text(f);
   return out;
 }
 
@@ -263,6 +251,21 @@ void append_section(std::string& out, const std::string& section) {
 }
 
 }  // namespace
+
+std::string finding_text(const Finding& f) {
+  std::string out = kIndent + fmt::format("[{}] {}\n", printable(f.severity), printable(f.title));
+  const std::string more = kIndent + "    ";
+  if (!f.evidence.empty()) out += more + printable(f.evidence) + "\n";
+  if (!f.remedy.empty()) out += more + "fix: " + printable(f.remedy) + "\n";
+  for (const SysctlRec& s : f.sysctl) {
+    out += more + fmt::format("sysctl {} = {} (now {})", printable(s.key), printable(s.value),
+                              s.current.empty() ? "unknown" : printable(s.current));
+    if (!s.caveat.empty()) out += " - " + printable(s.caveat);
+    out += "\n";
+  }
+  if (!f.verify.empty()) out += more + "verify: " + printable(f.verify) + "\n";
+  return out;
+}
 
 std::string render_text(const Report& report) {
   std::string out = header_section(report);

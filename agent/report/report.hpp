@@ -185,6 +185,8 @@ Report build_report(const analysis::Timeline& timeline, const Target& target,
                     int64_t realtime_minus_monotonic_ns, const Thresholds& thresholds = {});
 
 nlohmann::json to_json(const Report& report);  // NaN values become null
+// One finding as the report's JSON renders it (also used by `audit --format json`).
+nlohmann::ordered_json finding_to_json(const Finding& finding);
 std::string render_json(const Report& report);  // pretty, trailing newline; never throws on odd UTF-8
 std::string render_text(const Report& report);
 std::string render_markdown(const Report& report);  // GitHub-flavoured tables, for tickets
@@ -196,6 +198,9 @@ std::string render_perfetto(const Report& report);
 // Shared by the renderers: the evidence of one cause as a short phrase for people
 // ("fdatasync /var/log/app.log", "behind cc1plus (pid 7933)"); "" when there is none.
 std::string evidence_phrase(const CauseTime& cause);
+// One finding as the text report shows it: "[severity] title", then evidence, fix, sysctl
+// lines and verify, indented (also used by `audit`).
+std::string finding_text(const Finding& finding);
 
 // Shared by the renderers: a monotonic time as unix ns (0 when it would be negative).
 uint64_t mono_to_unix_ns(uint64_t mono_ns, int64_t realtime_minus_monotonic_ns);

@@ -145,15 +145,16 @@ TEST(RulesShipped, LoadWithoutProblems) {
   for (const auto& p : shipped().errors) ADD_FAILURE() << p.to_string();
   for (const auto& p : shipped().warnings) ADD_FAILURE() << p.to_string();
   EXPECT_GE(shipped().rules.size(), 15u);
-  for (const Rule& r : shipped().rules) {
-    EXPECT_EQ(r.scope, Scope::kReport) << r.id;
-    EXPECT_FALSE(r.verify.empty()) << r.id;
-  }
+  for (const Rule& r : shipped().rules) EXPECT_FALSE(r.verify.empty()) << r.id;
 }
 
+// Host rules (rules/host_*.toml) are tested on prepared host trees: audit_rules_test.cpp.
 TEST(RulesShipped, EveryRuleHasAFixture) {
-  for (const Rule& r : shipped().rules)
-    EXPECT_TRUE(fs::exists(kFixtures + "/" + r.id + ".json")) << "no fixture for shipped rule " << r.id;
+  for (const Rule& r : shipped().rules) {
+    if (r.scope == Scope::kReport) {
+      EXPECT_TRUE(fs::exists(kFixtures + "/" + r.id + ".json")) << "no fixture for shipped rule " << r.id;
+    }
+  }
 }
 
 TEST(RulesShipped, SilentOnACleanReport) {
@@ -163,7 +164,9 @@ TEST(RulesShipped, SilentOnACleanReport) {
 
 TEST(RulesShipped, EachFiresOnItsEvidenceAndQuotesIt) {
   const auto files = fixture_files();
-  EXPECT_GE(files.size(), shipped().rules.size());
+  const auto report_rules = std::count_if(shipped().rules.begin(), shipped().rules.end(),
+                                          [](const Rule& r) { return r.scope == Scope::kReport; });
+  EXPECT_GE(files.size(), static_cast<size_t>(report_rules));
   for (const std::string& file : files) {
     SCOPED_TRACE(file);
     const json fixture = read_json(file);
