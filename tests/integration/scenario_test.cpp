@@ -142,7 +142,7 @@ TEST(Scenario, DiskIoFromALoggerThatFsyncs) {
   REQUIRE_BPF();
   const std::string log = "/tmp/ld-scenario-" + std::to_string(getpid()) + ".log";
   Child server(sample_server({"--fault", "disk_io", "--fault-every", "10", "--fault-ms", "300", "--fault-file", log}));
-  Outcome o = run_scenario("disk_io (300 ms of 4 KiB records, each fdatasync'd, every 10 tokens)", "disk_io", server,
+  Outcome o = run_scenario("disk_io (300 ms of 128 KiB records, each fdatasync'd, every 10 tokens)", "disk_io", server,
                            [](int port) { load(port, 4, 1, 30); });
   expect_cause_on_top(o, 6, "disk_io");
   unlink(log.c_str());

@@ -151,7 +151,7 @@ const std::vector<OptionSpec>& option_specs() {
        [](Options& o, const char* v) { return parse_double(v, 0.001, 1e6, o.idle_timeout_s); }},
       {"--fault", "NAME",
        "inject a latency fault: kv_alloc (bodies >= --fault-min-kb touch --fault-mib MiB of fresh "
-       "memory before prefill), disk_io (every --fault-every tokens append 4 KiB records to "
+       "memory before prefill), disk_io (every --fault-every tokens append 128 KiB records to "
        "--fault-file, fdatasync after each, for --fault-ms), lock (a metrics thread holds the token lock --fault-ms every "
        "--fault-period-ms), batch (every --fault-every tokens wait --fault-ms for a batch that never "
        "fills), cold_start (the first request initialises: --fault-mib MiB + --fault-ms CPU)",
@@ -764,7 +764,7 @@ void touch_fresh_memory(size_t bytes, bool keep) {
   if (!keep) ::munmap(p, bytes);
 }
 
-// A logger that makes every record durable: 4 KiB appended, then fdatasync, for --fault-ms of
+// A logger that makes every record durable: 128 KiB appended, then fdatasync, for --fault-ms of
 // wall time (at least one record). Each flush waits for the device, which is what makes a
 // synchronous logger hurt; timing it keeps the fault's size the same on fast and slow disks.
 void write_and_fsync(const Options& o) {
@@ -772,7 +772,7 @@ void write_and_fsync(const Options& o) {
   std::lock_guard<std::mutex> g(mu);
   int fd = ::open(o.fault_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return;
-  static const std::string record(4096, 'x');
+  static const std::string record(128 << 10, 'x');
   const uint64_t until = mono_ns() + static_cast<uint64_t>(o.fault_ms * 1e6);
   do {
     if (::write(fd, record.data(), record.size()) < 0) break;
