@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 ctest --test-dir build --output-on-failure --timeout 300 -j1
 bash scripts/html_check.sh  # the HTML report in headless Chromium (installs chromium)
+# ... and the report of a real fault scenario recorded by the root tier (scenario_test.cpp)
+if [ -f build/scenarios/lock_contention.ldtrace ]; then
+  bash scripts/html_check.sh build/scenarios/lock_contention.ldtrace build/html-check/scenario.png
+fi
 bash scripts/fuzz.sh "${LD_FUZZ_SECONDS:-60}"
 # No BPF program of ours may outlive the tests.
 if command -v bpftool >/dev/null && bpftool prog list 2>/dev/null | grep -q "name ld_"; then

@@ -300,11 +300,11 @@ report::Periodicity find_period(std::vector<uint64_t> ends) {
   report::Periodicity p;
   if (ends.size() < 3) return p;
   std::sort(ends.begin(), ends.end());
-  // Outliers within 2 s of each other are one event (one scrape can hurt several streams).
+  // Outliers within 0.5 s of each other are one event (one scrape can hurt several streams).
   std::vector<uint64_t> events;
   std::vector<uint64_t> members;
   for (uint64_t t : ends) {
-    if (events.empty() || t - events.back() > 2'000'000'000ULL) {
+    if (events.empty() || t - events.back() > 500'000'000ULL) {
       events.push_back(t);
       members.push_back(1);
     } else {
@@ -314,14 +314,31 @@ report::Periodicity find_period(std::vector<uint64_t> ends) {
   if (events.size() < 3) return p;
   std::vector<double> diffs;
   for (size_t i = 1; i < events.size(); ++i) diffs.push_back(static_cast<double>(events[i] - events[i - 1]) / 1e9);
-  const double period = median(diffs);
-  if (period < 1.0) return p;
-  size_t on_grid = 0;
-  for (double d : diffs) {
-    const double k = std::round(d / period);
-    if (k >= 1 && std::fabs(d / period - k) <= 0.1) ++on_grid;
-  }
-  if (static_cast<double>(on_grid) < 0.8 * static_cast<double>(diffs.size())) return p;
+  // The period is the largest spacing that every gap between events is (nearly) a multiple
+  // of: events can be missed (a scrape that fell between two requests), so the median gap can
+  // be two periods. Candidates: each gap divided by 1..4, largest first.
+  // A grid so fine that most gaps span many periods explains any times: at most half an
+  // event may be missed per gap on average.
+  auto fits = [&](double period) {
+    size_t on_grid = 0;
+    double periods = 0;
+    for (double d : diffs) {
+      const double k = std::round(d / period);
+      if (k >= 1 && std::fabs(d / period - k) <= 0.1) ++on_grid;
+      periods += std::max(1.0, k);
+    }
+    return static_cast<double>(on_grid) >= 0.8 * static_cast<double>(diffs.size()) &&
+           periods <= 1.5 * static_cast<double>(diffs.size());
+  };
+  std::vector<double> candidates;
+  for (double d : diffs)
+    for (int k = 1; k <= 4; ++k)
+      if (d / k >= 1.0) candidates.push_back(d / k);
+  std::sort(candidates.rbegin(), candidates.rend());
+  double period = 0;
+  for (double c : candidates)
+    if (fits(c)) { period = c; break; }
+  if (period <= 0) return p;
   p.found = true;
   p.period_s = std::round(period * 100) / 100;
   p.outliers = ends.size();

@@ -4,6 +4,7 @@
 // Every run appends its row (outliers, top-1 accuracy, mean explained share) to
 // $LD_BUILD_DIR/scenario-results.md, which docs/accuracy.md is made from.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -106,6 +107,11 @@ Outcome run_scenario(const std::string& name, const std::string& cause, Child& s
   const int port = port_of(server);
   EXPECT_GT(port, 0) << server.err();
   if (port <= 0) return {};
+  // Each scenario's trace is kept (build/scenarios/CAUSE.ldtrace): scripts/test.sh renders one
+  // as HTML in Chromium, and `report` can be re-run on them while tuning the attribution.
+  const std::string dir = std::string(LD_BUILD_DIR) + "/scenarios";
+  mkdir(dir.c_str(), 0700);
+  attach_extra.insert(attach_extra.end(), {"--record", dir + "/" + cause + ".ldtrace"});
   json report = run_and_report(server.pid(), "120s", [&] { drive(port); }, attach_extra);
   EXPECT_FALSE(report.is_discarded());
   Outcome o = judge(report, cause);

@@ -247,10 +247,11 @@ TEST(Attribution, PeriodicOutliersAreFound) {
   std::vector<uint64_t> ends;
   for (int i = 0; i < 6; ++i) ends.push_back((5'000 + i * 60'000 + (i % 2) * 300) * kMs);
   ends.push_back(ends[2] + 200 * kMs);  // a second stream hurt by the same event
+  ends.push_back((5'000 + 8 * 60'000) * kMs);  // the 7th and 8th events fell between requests
   const auto p = ld::analysis::find_period(ends);
   ASSERT_TRUE(p.found);
   EXPECT_NEAR(p.period_s, 60.0, 0.5);
-  EXPECT_EQ(p.outliers, 7u);
+  EXPECT_EQ(p.outliers, 8u);
   // Irregular times are not a period.
   EXPECT_FALSE(ld::analysis::find_period({1 * kMs * 1000, 4 * kMs * 1000, 5 * kMs * 1000, 13 * kMs * 1000, 14 * kMs * 1000}).found);
 }
