@@ -388,6 +388,7 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
     if (cause == Cause::kLockContention) {
       strings["holder_comm"] = off.waker_comm;
       strings["holder_pid"] = off.waker_tgid;
+      strings["holder_tid"] = off.waker_tid;
       note(acc, Cause::kLockContention, len, std::move(strings), {{"waits", 1}});
     }
     walk(off.waker_tid, a, b, cause == Cause::kLockContention ? Cause::kLockContention : Cause::kCompute,
@@ -402,6 +403,7 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
   if (cause == Cause::kLockContention && off.waker_tid != 0) {
     strings["holder_comm"] = off.waker_comm;
     strings["holder_pid"] = off.waker_tgid;
+    strings["holder_tid"] = off.waker_tid;
   }
   if (cause == Cause::kUnknown && off.waker_tid != 0) {
     strings["woken_by"] = fmt::format("{} ({})", off.waker_comm, off.waker_tgid);

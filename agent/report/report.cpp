@@ -107,7 +107,9 @@ std::string evidence_phrase(const CauseTime& c) {
     return culprit.empty() ? "waiting for a CPU" : "behind " + culprit;
   }
   if (c.cause == "lock_contention") {
-    const std::string holder = who("holder_comm", "holder_pid");
+    std::string holder = who("holder_comm", "holder_pid");
+    if (!holder.empty() && !str(ev, "holder_tid").empty() && str(ev, "holder_tid") != str(ev, "holder_pid"))
+      holder.insert(holder.size() - 1, ", thread " + str(ev, "holder_tid"));  // threads share the comm
     return join({holder.empty() ? "" : "lock held by " + holder, ev.contains("uaddr") ? "futex " + str(ev, "uaddr") : ""});
   }
   if (c.cause == "gil") {
