@@ -210,9 +210,20 @@ nlohmann::json outlier_facts(const EvidenceStore& store, const Request& r, const
 // One-off initialisation: the first request of a freshly started target took longer than its
 // baseline and no later request was slow like it. The excess is `cold_start`; what it was made
 // of stays in the evidence.
+// Only the target's own work can be initialisation: computing, allocating, reading files. A first
+// request that waited behind a neighbour, a quota, a lock or the GIL keeps that cause.
+bool looks_like_own_work(const report::Outlier& o) {
+  double own = 0;
+  for (const auto& c : o.causes)
+    if (c.cause == "compute" || c.cause == "kv_alloc" || c.cause == "disk_io" || c.cause == "swap_reclaim" ||
+        c.cause == "unknown")
+      own += c.ms;
+  return own >= 0.5 * o.duration_ms;
+}
+
 void apply_cold_start(report::Outlier& o, double since_start_ms) {
   const double excess = o.duration_ms - o.baseline_ms;
-  if (excess <= 0 || o.duration_ms <= 0) return;
+  if (excess <= 0 || o.duration_ms <= 0 || !looks_like_own_work(o)) return;
   nlohmann::json made_of = nlohmann::json::object();
   const double keep = o.baseline_ms / o.duration_ms;
   for (auto& c : o.causes) {

@@ -293,3 +293,35 @@ TEST(Attribution, ReportOutliersCarryTheCauseAndTheTypicalProfile) {
   ASSERT_EQ(report.typical.causes.size(), 1u);
   EXPECT_EQ(report.typical.causes[0].cause, "compute");
 }
+
+TEST(Attribution, ColdStartIsTheFirstRequestsOwnWorkNotAWaitBehindANeighbour) {
+  auto run = [](bool neighbour) {
+    EvidenceStore store;
+    ld::analysis::Timeline timeline;
+    for (int i = 0; i < 6; ++i) {
+      ld::analysis::Request r;
+      r.id = "100:c1#" + std::to_string(i + 1);
+      r.start_ns = (1000 + i * 1000) * kMs;
+      r.input_bytes = 300;
+      r.token_ns = {r.start_ns + (i == 0 ? 600 : 50) * kMs, r.start_ns + (i == 0 ? 640 : 90) * kMs};
+      r.token_tid = {100, 100};
+      timeline.requests.push_back(r);
+    }
+    if (neighbour) preempted(store, 100, 100, 1010 * kMs, 1560 * kMs, 9, "ksoftirqd/0", 4242, "hog");
+    auto agg = record<ld_sched_agg>(LD_EV_SCHED_AGG, 100, 100, 1100 * kMs);  // the sched probe ran
+    agg.period_start_ns = 1000 * kMs;
+    add(store, agg);
+    store.finish();
+    ld::report::Report report = ld::report::build_report(timeline, {}, 1000 * kMs, 7000 * kMs, 0);
+    ld::analysis::attribute(report, timeline, nullptr, store, {100}, 900 * kMs);  // started 100 ms before
+    return report;
+  };
+  const auto own = run(false);
+  ASSERT_EQ(own.outliers.size(), 1u);
+  EXPECT_EQ(own.outliers[0].causes[0].cause, "cold_start");
+  EXPECT_NEAR(own.outliers[0].causes[0].ms, 550, 1e-6);  // 600 ms - the 50 ms baseline
+  const auto waited = run(true);
+  ASSERT_EQ(waited.outliers.size(), 1u);
+  EXPECT_EQ(waited.outliers[0].causes[0].cause, "cpu_contention");
+  EXPECT_EQ(waited.outliers[0].causes[0].evidence["culprit_comm"], "hog");
+}
