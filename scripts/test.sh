@@ -10,7 +10,7 @@ bash scripts/html_check.sh  # the HTML report in headless Chromium (installs chr
 if [ -f build/scenarios/lock_contention.ldtrace ]; then
   bash scripts/html_check.sh build/scenarios/lock_contention.ldtrace build/html-check/scenario.png
 fi
-bash scripts/fuzz.sh "${LD_FUZZ_SECONDS:-60}"
+bash scripts/fuzz.sh "${LD_FUZZ_SECONDS:-30}"  # per target; six targets
 # No BPF program of ours may outlive the tests.
 if command -v bpftool >/dev/null && bpftool prog list 2>/dev/null | grep -q "name ld_"; then
   echo "test: BPF programs named ld_* are still loaded after the tests" >&2
