@@ -1,8 +1,11 @@
 // latency-doctor attach: record + analyse, then print the report.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "analysis/event_analyzer.hpp"
+#include "analysis/live.hpp"
 #include "cli/common.hpp"
 #include "probes/probe_session.hpp"
 #include "probes/recorder.hpp"
@@ -19,6 +22,7 @@ struct AttachOptions {
   std::string format = "text";
   std::string output;
   std::vector<std::string> rules;
+  bool live = false;
 };
 
 int run_attach(const AttachOptions& o) {
@@ -45,8 +49,18 @@ int run_attach(const AttachOptions& o) {
     auto status = [&] {
       return fmt::format("{} events, {} requests", analyzer.records(), analyzer.request_lines_seen());
     };
+    // --live: the article's perception limits (a first token after 800 ms feels stuck, a gap over
+    // 150 ms reads as a broken sentence), shown as they happen; the causes come in the report.
+    analysis::LiveWatch live(report::Thresholds{}.ttft_stuck_ms, report::Thresholds{}.gap_broken_ms);
     auto recorded = probes::record(
-        options, [&](const ld_hdr& rec, size_t size) { analyzer.on_record(rec, size); }, status);
+        options,
+        [&](const ld_hdr& rec, size_t size) {
+          analyzer.on_record(rec, size);
+          if (o.live)
+            if (auto line = live.on_record(rec, size); !line.empty())
+              fmt::print(stderr, "{}{}\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", line);  // over the progress line
+        },
+        status);
     auto report = analyzer.finish(recorded.header, recorded.trailer, options.token_source,
                                   std::move(recorded.warnings));
     rules::apply_rules(report, rule_set, rules::host_facts_of(report));
@@ -87,6 +101,9 @@ void register_attach(CLI::App& app, int& exit_code) {
                       " (Chrome trace-event JSON for ui.perfetto.dev)")->capture_default_str();
   sub->add_option("-o,--output", opts->output, "Write the report to FILE (mode 0600) instead of stdout");
   add_rules_option(sub, opts->rules);
+  sub->add_flag("--live", opts->live,
+                "Also print each slow first token (> 800 ms) and slow gap (> 150 ms) on stderr as it happens; "
+                "the causes come with the report");
   sub->callback([opts, &exit_code] { exit_code = run_attach(*opts); });
 }
 

@@ -8,6 +8,7 @@
 
 #include "analysis/attribution.hpp"
 #include "analysis/evidence.hpp"
+#include "analysis/live.hpp"
 #include "events.h"
 
 using ld::analysis::Attributor;
@@ -324,4 +325,26 @@ TEST(Attribution, ColdStartIsTheFirstRequestsOwnWorkNotAWaitBehindANeighbour) {
   ASSERT_EQ(waited.outliers.size(), 1u);
   EXPECT_EQ(waited.outliers[0].causes[0].cause, "cpu_contention");
   EXPECT_EQ(waited.outliers[0].causes[0].evidence["culprit_comm"], "hog");
+}
+
+TEST(LiveWatch, ReportsSlowFirstTokensAndGapsAsTheyHappen) {
+  ld::analysis::LiveWatch live(800, 150);
+  auto io = [](uint64_t ts, uint8_t dir, uint8_t cls) {
+    auto r = record<ld_sock_io>(LD_EV_SOCK_IO, 100, 101, ts);
+    r.sock_id = 7;
+    r.dir = dir;
+    r.cls = cls;
+    r.lport = 8000;
+    return r;
+  };
+  auto feed = [&](const ld_sock_io& r) { return live.on_record(r.hdr, sizeof(r)); };
+  EXPECT_EQ(feed(io(100 * kMs, LD_DIR_RECV, LD_PC_HTTP_REQUEST)), "");
+  EXPECT_EQ(feed(io(1000 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA)), "live: slow first token 900 ms (tid 101, port 8000)");
+  EXPECT_EQ(feed(io(1040 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA)), "");
+  EXPECT_EQ(feed(io(1041 * kMs, LD_DIR_SEND, LD_PC_CHUNK_FRAME)), "");  // framing is not a token
+  EXPECT_EQ(feed(io(1440 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA)), "live: slow gap 400 ms before token 2 (tid 101, port 8000)");
+  EXPECT_EQ(feed(io(1450 * kMs, LD_DIR_SEND, LD_PC_SSE_DONE)), "");
+  // The next request on the keep-alive connection starts afresh: a quick first token is silent.
+  EXPECT_EQ(feed(io(5000 * kMs, LD_DIR_RECV, LD_PC_HTTP_REQUEST)), "");
+  EXPECT_EQ(feed(io(5100 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA)), "");
 }

@@ -1,0 +1,42 @@
+#include "analysis/live.hpp"
+
+#include <fmt/format.h>
+
+#include "events.h"
+
+namespace ld::analysis {
+
+std::string LiveWatch::on_record(const ld_hdr& rec, size_t size) {
+  if (rec.type == LD_EV_SOCK_CLOSE) {
+    if (size >= sizeof(ld_sock_close)) streams_.erase(reinterpret_cast<const ld_sock_close&>(rec).sock_id);
+    return "";
+  }
+  if (rec.type != LD_EV_SOCK_IO || size < sizeof(ld_sock_io)) return "";
+  const auto& io = reinterpret_cast<const ld_sock_io&>(rec);
+  Stream& s = streams_[io.sock_id];
+  if (io.dir == LD_DIR_RECV && io.cls == LD_PC_HTTP_REQUEST) {
+    s = Stream{rec.ts_ns, 0, 0};
+    return "";
+  }
+  const bool token = io.dir == LD_DIR_SEND && (io.cls == LD_PC_SSE_DATA || io.cls == LD_PC_HTTP_RESPONSE_SSE);
+  if (!token) {
+    if (io.dir == LD_DIR_SEND && (io.cls == LD_PC_SSE_DONE || io.cls == LD_PC_CHUNK_END)) s = Stream{};
+    return "";
+  }
+  std::string line;
+  if (s.tokens == 0 && s.request_ns && rec.ts_ns > s.request_ns) {
+    const double ttft = static_cast<double>(rec.ts_ns - s.request_ns) / 1e6;
+    if (ttft > ttft_limit_ms_)
+      line = fmt::format("live: slow first token {:.0f} ms (tid {}, port {})", ttft, rec.tid, io.lport);
+  } else if (s.last_token_ns && rec.ts_ns > s.last_token_ns) {
+    const double gap = static_cast<double>(rec.ts_ns - s.last_token_ns) / 1e6;
+    if (gap > gap_limit_ms_)
+      line = fmt::format("live: slow gap {:.0f} ms before token {} (tid {}, port {})", gap, s.tokens, rec.tid,
+                         io.lport);
+  }
+  s.last_token_ns = rec.ts_ns;
+  s.tokens++;
+  return line;
+}
+
+}  // namespace ld::analysis

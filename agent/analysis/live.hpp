@@ -1,0 +1,33 @@
+// attach --live: slow first tokens and slow gaps printed while the trace runs, from the socket
+// records alone (the full attribution needs the whole window and comes with the report).
+// A deliberately small model of the timeline: per socket, the last request line received and
+// the last token sent; no reordering across CPUs (records may come a few ms late, so a gap can
+// be off by that much; the report's numbers are the exact ones).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+struct ld_hdr;
+
+namespace ld::analysis {
+
+class LiveWatch {
+ public:
+  LiveWatch(double ttft_limit_ms, double gap_limit_ms) : ttft_limit_ms_(ttft_limit_ms), gap_limit_ms_(gap_limit_ms) {}
+  // A line to show for this record ("" for none).
+  std::string on_record(const ld_hdr& rec, size_t size);
+
+ private:
+  struct Stream {
+    uint64_t request_ns = 0;  // request line received, no token yet
+    uint64_t last_token_ns = 0;
+    uint64_t tokens = 0;
+  };
+  double ttft_limit_ms_;
+  double gap_limit_ms_;
+  std::unordered_map<uint64_t, Stream> streams_;  // by socket id
+};
+
+}  // namespace ld::analysis
