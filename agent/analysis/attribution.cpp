@@ -106,6 +106,8 @@ const char* syscall_kind_name(uint32_t kind) {
 }
 
 bool is_memory_kind(uint32_t kind) { return kind >= LD_SYS_MMAP && kind <= LD_SYS_MEM_AGG; }
+// Calls whose length argument is memory being mapped (munmap/madvise give memory back).
+bool grows_mapping(uint32_t kind) { return kind == LD_SYS_MMAP || kind == LD_SYS_BRK || kind == LD_SYS_MREMAP; }
 bool is_disk_kind(uint32_t kind) { return kind >= LD_SYS_FSYNC && kind <= LD_SYS_DIRTY_THROTTLE; }
 bool is_futex_kind(uint32_t kind) { return kind == LD_SYS_FUTEX_WAIT || kind == LD_SYS_FUTEX_LOCK_PI; }
 bool is_sleep_kind(uint32_t kind) { return kind >= LD_SYS_NANOSLEEP && kind <= LD_SYS_POLL; }
@@ -232,7 +234,7 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
     note(acc, Cause::kSwapReclaim, ns, {{"kind", "direct reclaim"}}, {{"reclaim_ms", ms(ns)}});
   if (uint64_t ns = take(Cause::kKvAlloc, mem_only.total()); ns && biggest_mem)
     note(acc, Cause::kKvAlloc, ns, {{"syscall", syscall_kind_name(biggest_mem->kind)}},
-         {{"calls", 1}, {"mmap_bytes", static_cast<double>(biggest_mem->arg0)}});
+         {{"calls", 1}, {"mmap_bytes", grows_mapping(biggest_mem->kind) ? static_cast<double>(biggest_mem->arg0) : 0.0}});
   if (uint64_t ns = take(Cause::kDiskIo, disk_only.total()); ns && biggest_disk)
     note(acc, Cause::kDiskIo, ns, {{"syscall", syscall_kind_name(biggest_disk->kind)}, {"path", biggest_disk->path}},
          {{"sync_ms", ms(ns)}});

@@ -238,6 +238,7 @@ void apply_cold_start(report::Outlier& o, double since_start_ms) {
   cold.evidence = {{"first_request", true}, {"made_of", made_of}};
   if (since_start_ms >= 0) cold.evidence["since_start_ms"] = std::round(since_start_ms);
   o.causes.push_back(std::move(cold));
+  std::erase_if(o.causes, [](const report::CauseTime& c) { return c.ms < 0.05; });  // scaled to dust
   std::sort(o.causes.begin(), o.causes.end(), [](const auto& x, const auto& y) { return x.ms > y.ms; });
 }
 
