@@ -42,7 +42,7 @@ std::vector<report::CauseTime> causes_of(const WindowAccount& acc, uint64_t wind
     ct.cause = cause_id(static_cast<Cause>(c));
     ct.ms = ms(acc.ns[c]);
     ct.share = window_ns ? static_cast<double>(acc.ns[c]) / static_cast<double>(window_ns) : 0;
-    ct.evidence = acc.evidence[c].strings;
+    ct.evidence = acc.evidence[c].strings.is_null() ? nlohmann::json::object() : acc.evidence[c].strings;
     for (const auto& [key, value] : acc.evidence[c].sums) {
       if (value == std::floor(value) && std::fabs(value) < 9e15) ct.evidence[key] = static_cast<int64_t>(value);
       else ct.evidence[key] = std::round(value * 1000.0) / 1000.0;
