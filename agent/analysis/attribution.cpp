@@ -73,6 +73,7 @@ class Intervals {
 
 void note(WindowAccount& acc, Cause cause, uint64_t ns, nlohmann::json strings,
           std::initializer_list<std::pair<const char*, double>> sums) {
+  if (!acc.with_evidence) return;
   CauseEvidence& ev = acc.evidence_of(cause);
   if (ns >= ev.best_ns && strings.is_object() && !strings.empty()) {
     ev.best_ns = ns;
@@ -144,8 +145,9 @@ bool Attributor::traced(uint32_t tid, uint32_t tgid) const {
   return targets_.count(tgid) > 0 || store_.thread(tid) != nullptr;
 }
 
-WindowAccount Attributor::account(uint32_t tid, uint64_t a, uint64_t b) const {
+WindowAccount Attributor::account(uint32_t tid, uint64_t a, uint64_t b, bool with_evidence) const {
   WindowAccount acc;
+  acc.with_evidence = with_evidence;
   if (b <= a) return acc;
   walk(tid, a, b, Cause::kCompute, 0, acc);
   return acc;
@@ -311,6 +313,7 @@ void Attributor::charge_runnable(const OffCpu& off, uint64_t a, uint64_t b, Wind
   const uint64_t waited = len - throttled;
   if (!waited) return;
   acc.charge(Cause::kCpuContention, waited);
+  if (!acc.with_evidence) return;  // what follows only names the culprit
   // A preempted thread names who took its CPU; a woken one that waited names who ran before it
   // got in (the record's holder): for a long wait both are the task that kept it out.
   const bool took = off.preempted && off.waker_tid != 0;
