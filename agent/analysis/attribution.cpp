@@ -239,12 +239,14 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
     left -= ns;
     return ns;
   };
-  if (uint64_t ns = take(Cause::kSwapReclaim, reclaim.total()))
+  // The evidence objects are built only when wanted (note() would drop them anyway).
+  const bool evidence = acc.with_evidence;
+  if (uint64_t ns = take(Cause::kSwapReclaim, reclaim.total()); ns && evidence)
     note(acc, Cause::kSwapReclaim, ns, {{"kind", "direct reclaim"}}, {{"reclaim_ms", ms(ns)}});
-  if (uint64_t ns = take(Cause::kKvAlloc, mem_only.total()); ns && biggest_mem)
+  if (uint64_t ns = take(Cause::kKvAlloc, mem_only.total()); ns && biggest_mem && evidence)
     note(acc, Cause::kKvAlloc, ns, {{"syscall", syscall_kind_name(biggest_mem->kind)}},
          {{"calls", 1}, {"mmap_bytes", static_cast<double>(biggest_mem->arg0)}});
-  if (uint64_t ns = take(Cause::kDiskIo, disk_only.total()); ns && biggest_disk)
+  if (uint64_t ns = take(Cause::kDiskIo, disk_only.total()); ns && biggest_disk && evidence)
     note(acc, Cause::kDiskIo, ns, {{"syscall", syscall_kind_name(biggest_disk->kind)}, {"path", biggest_disk->path}},
          {{"sync_ms", ms(ns)}});
   // Page faults are counted, not timed: their time comes from the samples below.
@@ -271,6 +273,7 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
       if (c == static_cast<size_t>(Cause::kCompute) || by_cause[c] == 0) continue;
       const uint64_t ns = take(static_cast<Cause>(c),
                                static_cast<uint64_t>(static_cast<double>(uncovered) * by_cause[c] / samples));
+      if (!evidence) continue;
       if (static_cast<Cause>(c) == Cause::kKvAlloc)
         note(acc, Cause::kKvAlloc, ns, {{"syscall", "page faults"}}, {{"fault_ms", ms(ns)}});
       else
