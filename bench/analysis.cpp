@@ -60,6 +60,9 @@ constexpr uint64_t kUs = 1'000;
 struct Mix {
   std::string source = "built-in";
   std::array<double, LD_EV_TYPE_MAX> per_token{};  // evidence records of each type per token send
+  // Sync calls (fsync family) per token send: in a real trace they come in bursts from whoever
+  // writes the file, so the generator puts them into its disk stalls, not into every gap.
+  double disk_syscalls_per_token = 0;
   double tokens_per_request = 100;
   double preempted_share = 0.5;      // of ld_offcpu records
   double traced_waker_share = 0.3;   // of blocked ld_offcpu: woken by a thread of the target
@@ -78,6 +81,8 @@ struct Mix {
     per_token[LD_EV_MIGRATE] = 0.1;
   }
 };
+
+bool is_disk_kind(uint32_t kind) { return kind >= LD_SYS_FSYNC && kind <= LD_SYS_DIRTY_THROTTLE; }
 
 bool is_token_send(const ld_sock_io& io) {
   return io.dir == LD_DIR_SEND && (io.cls == LD_PC_SSE_DATA || io.cls == LD_PC_HTTP_RESPONSE_SSE);
@@ -100,9 +105,12 @@ class MixCounter {
       case LD_EV_CPU_SAMPLE:
         if (reinterpret_cast<const ld_cpu_sample&>(rec).user_mode) ++user_samples_;
         break;
-      case LD_EV_SYSCALL:
-        syscall_kinds_.push_back(reinterpret_cast<const ld_syscall&>(rec).kind);
+      case LD_EV_SYSCALL: {
+        const uint32_t kind = reinterpret_cast<const ld_syscall&>(rec).kind;
+        if (is_disk_kind(kind)) ++disk_syscalls_;
+        else syscall_kinds_.push_back(kind);
         break;
+      }
       case LD_EV_KSTACK: {
         const auto* p = reinterpret_cast<const uint8_t*>(&rec);
         mix_.kstacks.emplace_back(p, p + rec.size);
@@ -117,6 +125,8 @@ class MixCounter {
     mix_.source = path;
     for (size_t t = LD_EV_OFFCPU; t < LD_EV_TYPE_MAX; ++t)
       mix_.per_token[t] = t == LD_EV_KSTACK ? 0 : static_cast<double>(by_type_[t]) / tokens_;
+    mix_.per_token[LD_EV_SYSCALL] = static_cast<double>(syscall_kinds_.size()) / tokens_;
+    mix_.disk_syscalls_per_token = static_cast<double>(disk_syscalls_) / tokens_;
     mix_.tokens_per_request = requests_ ? static_cast<double>(tokens_) / requests_ : 100;
     const uint64_t offcpu = by_type_[LD_EV_OFFCPU];
     if (offcpu) {
@@ -151,6 +161,7 @@ class MixCounter {
   Mix mix_;
   std::array<uint64_t, LD_EV_TYPE_MAX> by_type_{};
   uint64_t tokens_ = 0, requests_ = 0, preempted_ = 0, traced_wakers_ = 0, user_samples_ = 0;
+  uint64_t disk_syscalls_ = 0;
   std::vector<uint32_t> blocked_syscalls_, syscall_kinds_;
 };
 
@@ -189,7 +200,9 @@ struct GenOptions {
   uint64_t records = 30'000'000;
   uint64_t seed = 1;
   uint32_t threads = 4;        // worker threads = keep-alive connections served at once
-  uint32_t fault_every = 50;   // every K-th request has one 300 ms disk stall (0 = none)
+  // Every K-th request has one 300 ms disk stall (0 = none); 10 = the recording bench/analysis.sh
+  // makes (--fault-every 1000 tokens, 100 tokens per request).
+  uint32_t fault_every = 10;
   std::string mix_path;
 };
 
@@ -255,6 +268,7 @@ class Generator {
   Rng rng_;
   std::vector<Conn> conns_;
   std::array<double, LD_EV_TYPE_MAX> owed_{};  // fractional records carried to the next token
+  double owed_disk_ = 0;                       // sync calls owed to the next disk stall
   std::map<uint32_t, uint64_t> agg_from_;      // tid -> start of its open sched_agg period
   std::vector<int64_t> perf_stacks_, sched_stacks_;
   uint64_t sock_ids_ = 0x5000;
@@ -351,23 +365,29 @@ class Generator {
   // worker runs again. Attribution follows the waker to the logger's fsync: disk_io.
   uint64_t disk_stall(uint32_t tid, uint64_t from) {
     const uint64_t off = from + 200 * kUs, wake = off + 300 * kMs, on = wake + 30 * kUs;
-    ld_syscall s{};
-    s.hdr = hdr(LD_EV_SYSCALL, kLoggerTid, wake - 10 * kUs);
-    s.start_ns = off + 50 * kUs;
-    s.dur_ns = s.hdr.ts_ns - s.start_ns;
-    s.arg0 = 3;
-    s.kind = LD_SYS_FDATASYNC;
+    // The logger's sync calls back to back over the stall (at least one): the owed burst.
+    const uint64_t calls = std::max<uint64_t>(1, static_cast<uint64_t>(owed_disk_));
+    owed_disk_ = std::max(0.0, owed_disk_ - static_cast<double>(calls));
+    const uint64_t first = off + 50 * kUs, last = wake - 10 * kUs, each = (last - first) / calls;
+    for (uint64_t i = 0; i < calls; ++i) fdatasync(first + i * each, first + (i + 1) * each);
+    offcpu_blocked(kLoggerTid, first + 5 * kUs, last - 5 * kUs, 0, 75);  // in fdatasync
+    offcpu_blocked(tid, off, wake, kLoggerTid, 202);                    // futex, woken by the logger
+    return on;
+  }
+
+  void fdatasync(uint64_t start, uint64_t end) {
     static constexpr char kPath[] = "/var/log/app/requests.log";  // 25 bytes, padded to 32
-    s.path_len = sizeof kPath - 1;
     struct { ld_syscall s; char path[32]; } rec{};
-    rec.s = s;
-    std::memcpy(rec.path, kPath, s.path_len);
+    rec.s.hdr = hdr(LD_EV_SYSCALL, kLoggerTid, end);
     rec.s.hdr.size = sizeof rec;
+    rec.s.start_ns = start;
+    rec.s.dur_ns = end - start;
+    rec.s.arg0 = 3;
+    rec.s.kind = LD_SYS_FDATASYNC;
+    rec.s.path_len = sizeof kPath - 1;
+    std::memcpy(rec.path, kPath, rec.s.path_len);
     w_.append(&rec, sizeof rec);
     ++written_;
-    offcpu_blocked(kLoggerTid, s.start_ns + 5 * kUs, s.hdr.ts_ns - 5 * kUs, 0, 75);  // fdatasync
-    offcpu_blocked(tid, off, wake, kLoggerTid, 202);                                 // futex
-    return on;
   }
 
   void offcpu_blocked(uint32_t tid, uint64_t off, uint64_t wake, uint32_t waker, uint32_t nr) {
@@ -391,6 +411,7 @@ class Generator {
   // proportions. Off-CPU intervals get disjoint slots so that a thread's intervals never overlap.
   void evidence(uint32_t tid, uint64_t a, uint64_t b) {
     for (size_t type = LD_EV_OFFCPU; type < LD_EV_TYPE_MAX; ++type) owed_[type] += mix_.per_token[type];
+    owed_disk_ += mix_.disk_syscalls_per_token;
     const uint32_t n_off = take(LD_EV_OFFCPU);
     for (uint32_t i = 0; i < n_off; ++i) offcpu(tid, a + (b - a) * i / n_off, a + (b - a) * (i + 1) / n_off);
     for (uint32_t i = take(LD_EV_CPU_SAMPLE); i > 0; --i) cpu_sample(tid, a, b);
@@ -460,8 +481,7 @@ class Generator {
     s.start_ns = a + rng_.below((b - a) / 2);
     s.dur_ns = rng_.below((b - a) / 4) + 1;
     s.hdr = hdr(LD_EV_SYSCALL, tid, s.start_ns + s.dur_ns);
-    s.kind = rng_.pick(mix_.syscall_kinds);
-    if (s.kind >= LD_SYS_FSYNC && s.kind <= LD_SYS_DIRTY_THROTTLE) s.kind = LD_SYS_MSYNC;  // no path
+    s.kind = rng_.pick(mix_.syscall_kinds);  // never a disk kind: those go to the stalls
     s.arg0 = s.kind == LD_SYS_FUTEX_WAIT ? 0x7f00'1000'0040 : 1 << 20;
     s.arg1 = s.kind == LD_SYS_FUTEX_WAIT ? 0x80 : 3;
     put(s);
@@ -728,7 +748,12 @@ json median_run(std::vector<json> runs) {
   return m;
 }
 
-std::string mib(double bytes) { return fmt::format("{:.0f} MiB", bytes / (1 << 20)); }
+std::string mib(double bytes) {
+  const double m = bytes / (1 << 20);
+  return m < 10 ? fmt::format("{:.1f} MiB", m) : fmt::format("{:.0f} MiB", m);
+}
+
+std::string count(double n) { return n < 1e6 ? fmt::format("{:.1f}k", n / 1e3) : fmt::format("{:.1f}M", n / 1e6); }
 
 std::string file_name(const std::string& path) {
   auto slash = path.rfind('/');
@@ -738,9 +763,10 @@ std::string file_name(const std::string& path) {
 int measure(const std::vector<std::string>& traces, int repeat, int cpu) {
   fmt::print("Analysis of a recorded trace: `report`'s path (read_trace -> EventAnalyzer::on_record -> "
              "finish()), one core (CPU {}), median of {} runs, each a fresh process.\n\n", cpu, repeat);
-  fmt::print("| trace | records | file | read only: CPU s (M rec/s), peak RSS | full: read+on_record CPU s | "
-             "finish() CPU s | full: CPU s / wall s | **events/s (CPU)** | full: peak RSS | requests, outliers |\n");
-  fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
+  fmt::print("| trace | records | file | read only: CPU s | read only: records/s | read only: peak RSS | "
+             "full: read + on_record CPU s | full: finish() CPU s | full: CPU s (wall s) | **full: events/s** "
+             "(records / CPU s) | full: peak RSS | requests / outliers |\n");
+  fmt::print("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& path : traces) {
     std::vector<json> reads, fulls;
     for (int i = 0; i < repeat; ++i) {
@@ -753,13 +779,13 @@ int measure(const std::vector<std::string>& traces, int repeat, int cpu) {
     const double records = f["records"].get<double>();
     const double cpu_full = f["cpu_read"].get<double>() + f["cpu_finish"].get<double>();
     const double wall_full = f["wall_read"].get<double>() + f["wall_finish"].get<double>();
-    fmt::print("| {} | {:.1f}M | {} | {:.2f} ({:.1f}), {} | {:.2f} | {:.2f} | {:.2f} / {:.2f} | **{:.2f}M** | {} | {}, {} |\n",
-               file_name(path), records / 1e6, mib(static_cast<double>(st.st_size)),
-               r["cpu_read"].get<double>(), records / r["cpu_read"].get<double>() / 1e6,
-               mib(r["peak_rss_kb"].get<double>() * 1024), f["cpu_read"].get<double>(),
-               f["cpu_finish"].get<double>(), cpu_full, wall_full, records / cpu_full / 1e6,
-               mib(f["peak_rss_kb"].get<double>() * 1024), f["requests"].get<uint64_t>(),
-               f["outliers"].get<uint64_t>());
+    const double cpu_read_only = r["cpu_read"].get<double>();
+    fmt::print("| {} | {} | {} | {:.3f} | {}/s | {} | {:.3f} | {:.3f} | {:.3f} ({:.3f}) | **{}/s** | {} | {} / {} |\n",
+               file_name(path), count(records), mib(static_cast<double>(st.st_size)), cpu_read_only,
+               count(records / cpu_read_only), mib(r["peak_rss_kb"].get<double>() * 1024),
+               f["cpu_read"].get<double>(), f["cpu_finish"].get<double>(), cpu_full, wall_full,
+               count(records / cpu_full), mib(f["peak_rss_kb"].get<double>() * 1024),
+               f["requests"].get<uint64_t>(), f["outliers"].get<uint64_t>());
   }
   return 0;
 }
