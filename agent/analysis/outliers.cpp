@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -23,9 +24,10 @@ double mad(const std::vector<double>& values, double center) {
   return median(dev);
 }
 
-// A window to attribute: [a, b] on the thread that sent the token at b.
+// A window to attribute: [a, b] on the thread that sent the token at b. One is kept per token
+// gap of the trace (the typical profile), so it stays small.
 struct Window {
-  std::string kind;
+  std::string_view kind;  // "ttft" or "tpot" (literals)
   size_t request = 0;  // index into the timeline
   uint64_t token_index = 0;
   uint64_t a = 0, b = 0;
@@ -100,6 +102,7 @@ std::vector<Window> find_outliers(const Timeline& timeline, const std::vector<co
     auto g = r.gaps_ms();
     gaps.insert(gaps.end(), g.begin(), g.end());
   }
+  typical.reserve(gaps.size());  // nearly every gap is typical: no doubling at the peak
   const double gap_median = median(gaps);
   const double gap_limit = std::max(gap_median + config.tpot_mad_k * mad(gaps, gap_median), config.tpot_floor_ms);
   // TTFT: against a*sqrt(input)+b fitted robustly (or the median when inputs do not vary).
