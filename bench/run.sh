@@ -4,12 +4,15 @@
 #       paired A/B runs without the agent and with the default probes;
 #   (b) the same load under libbpf-tools runqlat + offcputime + biolatency + syscount;
 #   (c) event-pipeline stress: highest socket-event rate with 0 lost while writing a trace;
-#   (d) agent peak RSS; (e) time to load and attach the probes.
-# Usage: sudo bash bench/run.sh [PAIRS] [STRESS_SECONDS]     (defaults 5 and 60)
+#   (d) agent peak RSS; (e) time to load and attach the probes;
+#   (f) analysis of a recorded trace: events/s and peak RSS of `report` (bench/analysis.sh).
+# Usage: sudo bash bench/run.sh [PAIRS] [STRESS_SECONDS] [ANALYSIS_RECORDS]
+#        (defaults 5, 60 and 30000000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pairs=${1:-5}
 stress_seconds=${2:-60}
+analysis_records=${3:-30000000}
 bash scripts/setup.sh >/dev/null
 command -v runqlat.bpf >/dev/null 2>&1 || command -v runqlat >/dev/null 2>&1 || {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libbpf-tools >/dev/null 2>&1 || true; }
@@ -150,3 +153,6 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%+.2f%%", (a / b - 1) * 100}';
   echo "- sustained ${stress_seconds}s at the best 0-loss rate: achieved $sustained events/s, lost $sustained_lost, trace $sustained_bytes bytes"
   echo "- the stress workload alone, no agent: $raw_max events/s (the machine's ceiling for this workload)"
 } | tee "$out"
+
+# (f) appends its own section to $out.
+bash bench/analysis.sh "$analysis_records"

@@ -73,6 +73,7 @@ class Intervals {
 
 void note(WindowAccount& acc, Cause cause, uint64_t ns, nlohmann::json strings,
           std::initializer_list<std::pair<const char*, double>> sums) {
+  if (!acc.with_evidence) return;
   CauseEvidence& ev = acc.evidence_of(cause);
   if (ns >= ev.best_ns && strings.is_object() && !strings.empty()) {
     ev.best_ns = ns;
@@ -114,12 +115,15 @@ bool is_sleep_kind(uint32_t kind) { return kind >= LD_SYS_NANOSLEEP && kind <= L
 
 // Items of a list sorted by start that overlap [a, b]. Calls and stalls longer than the
 // look-back are not found from windows that begin after their first minute (a 60 s epoll_wait
-// is classified from the scheduler's syscall number instead).
+// is classified from the scheduler's syscall number instead). `longest` (the list's longest
+// item) narrows the look-back to where an overlapping item can start: every window of a long
+// trace searches here, and a minute of items is thousands.
 constexpr uint64_t kLookBackNs = 60'000'000'000ULL;
 template <class V, class Start, class End, class F>
-void for_overlapping(const V& items, uint64_t a, uint64_t b, Start start, End end, F f) {
+void for_overlapping(const V& items, uint64_t longest, uint64_t a, uint64_t b, Start start, End end, F f) {
+  const uint64_t look_back = std::min(kLookBackNs, longest);
   auto it = std::lower_bound(items.begin(), items.end(), a, [&](const auto& item, uint64_t t) {
-    return start(item) + kLookBackNs < t;
+    return start(item) + look_back < t;
   });
   for (; it != items.end() && start(*it) < b; ++it)
     if (end(*it) > a) f(*it);
@@ -143,8 +147,9 @@ bool Attributor::traced(uint32_t tid, uint32_t tgid) const {
   return targets_.count(tgid) > 0 || store_.thread(tid) != nullptr;
 }
 
-WindowAccount Attributor::account(uint32_t tid, uint64_t a, uint64_t b) const {
+WindowAccount Attributor::account(uint32_t tid, uint64_t a, uint64_t b, bool with_evidence) const {
   WindowAccount acc;
+  acc.with_evidence = with_evidence;
   if (b <= a) return acc;
   walk(tid, a, b, Cause::kCompute, 0, acc);
   return acc;
@@ -186,9 +191,15 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
     return;
   }
   // Short off-CPU slices (< the sched probe's threshold) are summed per period: prorate.
+  // aggs are sorted by end: the periods overlapping [a, b] end after a and at most the longest
+  // period after b (a search, not a scan of the thread's whole recording per window).
   uint64_t short_runnable = 0;
-  for (const SchedAgg& g : t->aggs) {
-    if (g.end_ns <= a || g.start_ns >= b || g.end_ns <= g.start_ns) continue;
+  const uint64_t ends_by = b > ~0ULL - t->longest_ns ? ~0ULL : b + t->longest_ns;
+  for (auto it = std::upper_bound(t->aggs.begin(), t->aggs.end(), a,
+                                  [](uint64_t v, const SchedAgg& g) { return v < g.end_ns; });
+       it != t->aggs.end() && it->end_ns <= ends_by; ++it) {
+    const SchedAgg& g = *it;
+    if (g.start_ns >= b || g.end_ns <= g.start_ns) continue;
     const double f = static_cast<double>(overlap(a, b, g.start_ns, g.end_ns)) /
                      static_cast<double>(g.end_ns - g.start_ns);
     short_runnable += static_cast<uint64_t>(static_cast<double>(g.runnable_ns) * f);
@@ -201,12 +212,12 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
   }
   // Timed calls and stalls while on CPU, by priority: reclaim, memory calls, sync calls.
   Intervals reclaim, memory, disk;
-  for_overlapping(t->reclaims, a, b, [](const Reclaim& r) { return r.start_ns; },
+  for_overlapping(t->reclaims, t->longest_ns, a, b, [](const Reclaim& r) { return r.start_ns; },
                   [](const Reclaim& r) { return r.end_ns; },
                   [&](const Reclaim& r) { reclaim.add(std::max(a, r.start_ns), std::min(b, r.end_ns)); });
   const Syscall* biggest_mem = nullptr;
   const Syscall* biggest_disk = nullptr;
-  for_overlapping(t->syscalls, a, b, [](const Syscall& s) { return s.start_ns; },
+  for_overlapping(t->syscalls, t->longest_ns, a, b, [](const Syscall& s) { return s.start_ns; },
                   [](const Syscall& s) { return s.end_ns; }, [&](const Syscall& s) {
                     if (is_memory_kind(s.kind)) {
                       memory.add(std::max(a, s.start_ns), std::min(b, s.end_ns));
@@ -230,17 +241,19 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
     left -= ns;
     return ns;
   };
-  if (uint64_t ns = take(Cause::kSwapReclaim, reclaim.total()))
+  // The evidence objects are built only when wanted (note() would drop them anyway).
+  const bool evidence = acc.with_evidence;
+  if (uint64_t ns = take(Cause::kSwapReclaim, reclaim.total()); ns && evidence)
     note(acc, Cause::kSwapReclaim, ns, {{"kind", "direct reclaim"}}, {{"reclaim_ms", ms(ns)}});
-  if (uint64_t ns = take(Cause::kKvAlloc, mem_only.total()); ns && biggest_mem)
+  if (uint64_t ns = take(Cause::kKvAlloc, mem_only.total()); ns && biggest_mem && evidence)
     note(acc, Cause::kKvAlloc, ns, {{"syscall", syscall_kind_name(biggest_mem->kind)}},
          {{"calls", 1}, {"mmap_bytes", grows_mapping(biggest_mem->kind) ? static_cast<double>(biggest_mem->arg0) : 0.0}});
-  if (uint64_t ns = take(Cause::kDiskIo, disk_only.total()); ns && biggest_disk)
+  if (uint64_t ns = take(Cause::kDiskIo, disk_only.total()); ns && biggest_disk && evidence)
     note(acc, Cause::kDiskIo, ns, {{"syscall", syscall_kind_name(biggest_disk->kind)}, {"path", biggest_disk->path}},
          {{"sync_ms", ms(ns)}});
   // Page faults are counted, not timed: their time comes from the samples below.
   double faults = 0;
-  for_overlapping(t->faults, a, b, [](const Faults& f) { return f.first_ns; },
+  for_overlapping(t->faults, t->longest_ns, a, b, [](const Faults& f) { return f.first_ns; },
                   [](const Faults& f) { return f.last_ns + 1; }, [&](const Faults& f) {
                     const uint64_t span = f.last_ns + 1 - f.first_ns;
                     faults += f.count * static_cast<double>(overlap(a, b, f.first_ns, f.last_ns + 1)) / static_cast<double>(span);
@@ -262,6 +275,7 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
       if (c == static_cast<size_t>(Cause::kCompute) || by_cause[c] == 0) continue;
       const uint64_t ns = take(static_cast<Cause>(c),
                                static_cast<uint64_t>(static_cast<double>(uncovered) * by_cause[c] / samples));
+      if (!evidence) continue;
       if (static_cast<Cause>(c) == Cause::kKvAlloc)
         note(acc, Cause::kKvAlloc, ns, {{"syscall", "page faults"}}, {{"fault_ms", ms(ns)}});
       else
@@ -304,6 +318,7 @@ void Attributor::charge_runnable(const OffCpu& off, uint64_t a, uint64_t b, Wind
   const uint64_t waited = len - throttled;
   if (!waited) return;
   acc.charge(Cause::kCpuContention, waited);
+  if (!acc.with_evidence) return;  // what follows only names the culprit
   // A preempted thread names who took its CPU; a woken one that waited names who ran before it
   // got in (the record's holder): for a long wait both are the task that kept it out.
   const bool took = off.preempted && off.waker_tid != 0;
@@ -322,20 +337,20 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
   // 1. Timed evidence on this thread that covers the block.
   uint64_t gil_ns = 0;
   double gil_waits = 0;
-  for_overlapping(t.gil_waits, a, b, [](const GilWait& g) { return g.start_ns; },
+  for_overlapping(t.gil_waits, t.longest_ns, a, b, [](const GilWait& g) { return g.start_ns; },
                   [](const GilWait& g) { return g.end_ns; }, [&](const GilWait& g) {
                     gil_ns += overlap(a, b, g.start_ns, g.end_ns);
                     gil_waits += g.count;
                   });
   const Syscall* call = nullptr;
   uint64_t call_overlap = 0;
-  for_overlapping(t.syscalls, a, b, [](const Syscall& s) { return s.start_ns; },
+  for_overlapping(t.syscalls, t.longest_ns, a, b, [](const Syscall& s) { return s.start_ns; },
                   [](const Syscall& s) { return s.end_ns; }, [&](const Syscall& s) {
                     const uint64_t o = overlap(a, b, s.start_ns, s.end_ns);
                     if (o > call_overlap) { call = &s; call_overlap = o; }
                   });
   bool in_reclaim = false;
-  for_overlapping(t.reclaims, a, b, [](const Reclaim& r) { return r.start_ns; },
+  for_overlapping(t.reclaims, t.longest_ns, a, b, [](const Reclaim& r) { return r.start_ns; },
                   [](const Reclaim& r) { return r.end_ns; }, [&](const Reclaim&) { in_reclaim = true; });
 
   Cause cause = Cause::kUnknown;

@@ -20,6 +20,14 @@ void sort_by(V& items, Key key) {
   std::sort(items.begin(), items.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
 }
 
+template <class V, class Start, class End>
+uint64_t longest(const V& items, Start start, End end) {
+  uint64_t most = 0;
+  for (const auto& item : items)
+    if (end(item) > start(item)) most = std::max<uint64_t>(most, end(item) - start(item));
+  return most;
+}
+
 bool contains(const std::string& frame, const char* needle) { return frame.find(needle) != std::string::npos; }
 
 }  // namespace
@@ -259,6 +267,13 @@ bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
 }
 
 void EvidenceStore::finish() {
+  // Samples hit a few hundred distinct stacks a million times: classify each stack once.
+  std::unordered_map<int64_t, Cause> perf_stack_causes;
+  auto cause_of_perf_stack = [&](int64_t id, const std::vector<std::string>& frames) {
+    auto [it, added] = perf_stack_causes.try_emplace(id, Cause::kCompute);
+    if (added) it->second = classify_kernel_stack(frames);
+    return it->second;
+  };
   for (auto& [tid, t] : threads_) {
     sort_by(t.offcpu, [](const OffCpu& o) { return o.on_ns; });
     sort_by(t.aggs, [](const SchedAgg& a) { return a.end_ns; });
@@ -268,9 +283,15 @@ void EvidenceStore::finish() {
     sort_by(t.samples, [](const CpuSample& s) { return s.ts_ns; });
     sort_by(t.reclaims, [](const Reclaim& r) { return r.start_ns; });
     sort_by(t.block_rqs, [](const BlockRq& b) { return b.issue_ns; });
+    // The ends as attribution.cpp's searches read them (faults: last fault + 1 ns).
+    t.longest_ns = std::max({longest(t.aggs, [](auto& g) { return g.start_ns; }, [](auto& g) { return g.end_ns; }),
+                             longest(t.syscalls, [](auto& s) { return s.start_ns; }, [](auto& s) { return s.end_ns; }),
+                             longest(t.gil_waits, [](auto& g) { return g.start_ns; }, [](auto& g) { return g.end_ns; }),
+                             longest(t.faults, [](auto& f) { return f.first_ns; }, [](auto& f) { return f.last_ns + 1; }),
+                             longest(t.reclaims, [](auto& r) { return r.start_ns; }, [](auto& r) { return r.end_ns; })});
     for (CpuSample& s : t.samples) {
       if (s.user_mode || s.kstack_id < 0) continue;
-      if (auto* frames = kstack(LD_PROBE_PERF, s.kstack_id)) s.cause = classify_kernel_stack(*frames);
+      if (auto* frames = kstack(LD_PROBE_PERF, s.kstack_id)) s.cause = cause_of_perf_stack(s.kstack_id, *frames);
     }
     if (t.comm.empty()) t.comm = comm_of(tid);
   }

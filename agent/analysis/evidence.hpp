@@ -107,6 +107,9 @@ struct ThreadEvidence {
   std::vector<Reclaim> reclaims;
   std::vector<BlockRq> block_rqs;
   uint64_t migrations = 0;
+  // The longest item (end - start) of aggs, syscalls, gil_waits, faults and reclaims, set by
+  // finish(): how far before a window a search must look for items that overlap it.
+  uint64_t longest_ns = 0;
 };
 
 struct CgroupSample {

@@ -38,6 +38,7 @@ constexpr size_t kMaxWarnings = 1000;
 // Records shorter than this are zero-padded up to it before the sink sees them, so a sink that
 // reads a known struct without checking `size` gets zeros instead of the previous record.
 constexpr size_t kZeroPadTo = 256;
+static_assert(kZeroPadTo <= 65536, "the reader's 64 KiB record buffer holds the padding");
 
 // Records are the BPF programs' native structs, copied verbatim into chunks; the file's framing
 // is little-endian. Both agree only on little-endian hosts (x86_64, arm64), the only ones built.
@@ -255,6 +256,7 @@ class Reader {
   ReadSummary sum_;
   size_t suppressed_ = 0;
   std::vector<uint64_t> rec_;  // 64 KiB, 8-aligned: every record is copied here for the sink
+  size_t rec_used_ = 0;        // rec_ is all zeros from this byte on
   std::vector<uint8_t> raw_;   // decompressed chunk, reused
 
   [[noreturn]] void fatal(const std::string& why) const { throw TraceError(name_ + ": " + why); }
@@ -414,11 +416,13 @@ class Reader {
   }
 
   // Copies into 8-aligned storage: records inside raw_ sit at arbitrary offsets, and the
-  // sink reinterprets them as structs with u64 fields.
+  // sink reinterprets them as structs with u64 fields. Only what the previous record left past
+  // this one's end is cleared (not kZeroPadTo bytes per record): the zero padding still holds.
   void deliver(const uint8_t* p, uint16_t size) {
     auto* dst = reinterpret_cast<uint8_t*>(rec_.data());
     std::memcpy(dst, p, size);
-    if (size < kZeroPadTo) std::memset(dst + size, 0, kZeroPadTo - size);
+    if (rec_used_ > size) std::memset(dst + size, 0, rec_used_ - size);
+    rec_used_ = size;
     ++sum_.records;
     if (sink_) sink_(*reinterpret_cast<const ld_hdr*>(dst));
   }

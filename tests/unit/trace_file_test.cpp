@@ -230,6 +230,26 @@ TEST(TraceFile, UnknownRecordTypesAreDelivered) {
   EXPECT_TRUE(s.trailer.is_null());
 }
 
+// The reader reuses one buffer: a short record after a long one must still see zeros up to 256
+// bytes, not the long record's tail.
+TEST(TraceFile, ShortRecordsAreZeroPaddedAfterLongerOnes) {
+  TempDir dir;
+  std::string path = dir.file("pad.ldtrace");
+  Records recs = {make_record(1, 300, 1), make_record(1, 24, 2), make_record(1, 200, 3),
+                  make_record(1, 40, 4), make_record(1, 255, 5), make_record(1, 32, 6)};
+  {
+    TraceWriter w(path, {});
+    for (const auto& r : recs) w.append(r.data(), r.size());
+  }
+  size_t checked = 0;
+  ld::trace::read_trace(path, [&](const ld_hdr& rec) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&rec);
+    for (size_t i = rec.size; i < 256; ++i) ASSERT_EQ(p[i], 0) << "record " << checked << " byte " << i;
+    ++checked;
+  });
+  EXPECT_EQ(checked, recs.size());
+}
+
 // ---------------------------------------------------------------- writer behaviour
 
 TEST(TraceFile, FileModeIs0600EvenWhenItPreexistedAs0644) {
