@@ -92,13 +92,15 @@ inline std::unique_ptr<Child> start_attach(int pid, std::vector<std::string> ext
   return agent;
 }
 
-inline ld::bench::BenchResult drive(const std::string& url, int requests, int concurrency, int tokens) {
+inline ld::bench::BenchResult drive(const std::string& url, int requests, int concurrency, int tokens,
+                                    size_t prompt_bytes = 256, const std::string& tokens_out = "") {
   ld::bench::BenchOptions options;
   options.url = url;
   options.requests = requests;
   options.concurrency = concurrency;
   options.max_tokens = tokens;
-  options.prompt_bytes = 256;
+  options.prompt_bytes = prompt_bytes;
+  options.tokens_out = tokens_out;
   return ld::bench::run_bench(options);
 }
 

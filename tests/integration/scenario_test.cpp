@@ -84,15 +84,7 @@ std::string url_of(int port) { return "http://127.0.0.1:" + std::to_string(port)
 
 ld::bench::BenchResult load(int port, int requests, int concurrency, int tokens, size_t prompt_bytes = 256,
                             const std::string& tokens_out = "") {
-  ld::bench::BenchOptions options;
-  options.url = url_of(port);
-  options.requests = requests;
-  options.concurrency = concurrency;
-  options.max_tokens = tokens;
-  options.prompt_bytes = prompt_bytes;
-  options.tokens_out = tokens_out;
-  options.timeout_s = 60;
-  return ld::bench::run_bench(options);
+  return drive(url_of(port), requests, concurrency, tokens, prompt_bytes, tokens_out);
 }
 
 std::vector<std::string> sample_server(std::vector<std::string> extra) {
