@@ -139,6 +139,19 @@ uint64_t WindowAccount::total_ns() const {
   return sum;
 }
 
+void WindowAccount::add(const WindowAccount& other) {
+  for (size_t c = 0; c < kCauseCount; ++c) {
+    ns[c] += other.ns[c];
+    const CauseEvidence& theirs = other.evidence[c];
+    CauseEvidence& ours = evidence[c];
+    if (theirs.best_ns >= ours.best_ns && theirs.strings.is_object() && !theirs.strings.empty()) {
+      ours.best_ns = theirs.best_ns;
+      ours.strings = theirs.strings;
+    }
+    for (const auto& [k, v] : theirs.sums) ours.sums[k] += v;
+  }
+}
+
 Attributor::Attributor(const EvidenceStore& store, std::set<uint32_t> target_tgids)
     : store_(store), targets_(std::move(target_tgids)) {}
 

@@ -39,6 +39,8 @@ struct WindowAccount {
   std::array<CauseEvidence, kCauseCount> evidence;
   bool with_evidence = true;  // false: times only (the typical-token profile drops the evidence)
   uint64_t total_ns() const;
+  // Adds another account's times and evidence (its strings win when its largest piece is larger).
+  void add(const WindowAccount& other);
   void charge(Cause cause, uint64_t ns) { ns_of(cause) += ns; }
   uint64_t& ns_of(Cause cause) { return ns[static_cast<size_t>(cause)]; }
   CauseEvidence& evidence_of(Cause cause) { return evidence[static_cast<size_t>(cause)]; }

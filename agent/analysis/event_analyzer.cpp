@@ -5,16 +5,12 @@
 #include <fmt/format.h>
 
 #include "analysis/attribution.hpp"
+#include "analysis/record_view.hpp"
 #include "events.h"
 #include "tokens/token_log.hpp"
 
 namespace ld::analysis {
 namespace {
-
-template <typename T>
-const T* as(const ld_hdr& rec, size_t size) {
-  return size >= sizeof(T) ? reinterpret_cast<const T*>(&rec) : nullptr;
-}
 
 report::Target target_from_header(const nlohmann::json& header) {
   report::Target target;
@@ -60,7 +56,7 @@ void EventAnalyzer::on_record(const ld_hdr& rec, size_t size) {
   last_ts_ = std::max(last_ts_, rec.ts_ns);
   switch (rec.type) {
     case LD_EV_SOCK_IO:
-      if (auto* io = as<ld_sock_io>(rec, size)) {
+      if (auto* io = record_as<ld_sock_io>(rec, size)) {
         if (io->dir == LD_DIR_RECV && io->cls == LD_PC_HTTP_REQUEST) request_lines_++;
         sockets_.add(*io);
       } else {
@@ -68,10 +64,10 @@ void EventAnalyzer::on_record(const ld_hdr& rec, size_t size) {
       }
       break;
     case LD_EV_SOCK_CLOSE:
-      if (auto* c = as<ld_sock_close>(rec, size)) sockets_.add(*c); else malformed_++;
+      if (auto* c = record_as<ld_sock_close>(rec, size)) sockets_.add(*c); else malformed_++;
       break;
     case LD_EV_TASK_EXIT:
-      if (auto* e = as<ld_task_exit>(rec, size)) sockets_.add(*e); else malformed_++;
+      if (auto* e = record_as<ld_task_exit>(rec, size)) sockets_.add(*e); else malformed_++;
       break;
     default:
       if (rec.type >= LD_EV_TYPE_MAX) unknown_types_++;

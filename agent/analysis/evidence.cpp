@@ -3,15 +3,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "analysis/record_view.hpp"
 #include "events.h"
 
 namespace ld::analysis {
 namespace {
-
-template <typename T>
-const T* as(const ld_hdr& rec, size_t size) {
-  return size >= sizeof(T) ? reinterpret_cast<const T*>(&rec) : nullptr;
-}
 
 std::string comm_string(const char* comm) { return std::string(comm, strnlen(comm, LD_COMM_LEN)); }
 
@@ -125,7 +121,7 @@ void EvidenceStore::name(uint32_t tid, uint32_t tgid, const char* comm) {
 bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
   switch (rec.type) {
     case LD_EV_OFFCPU: {
-      auto* e = as<ld_offcpu>(rec, size);
+      auto* e = record_as<ld_offcpu>(rec, size);
       if (!e) return false;
       OffCpu o;
       o.off_ns = e->off_ns;
@@ -147,7 +143,7 @@ bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
       break;
     }
     case LD_EV_SCHED_AGG: {
-      auto* e = as<ld_sched_agg>(rec, size);
+      auto* e = record_as<ld_sched_agg>(rec, size);
       if (!e) return false;
       thread_of(rec).aggs.push_back({e->period_start_ns, rec.ts_ns, e->blocked_ns, e->runnable_ns});
       has_sched_ = true;
@@ -157,7 +153,7 @@ bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
       thread_of(rec).migrations++;
       break;
     case LD_EV_CPU_SAMPLE: {
-      auto* e = as<ld_cpu_sample>(rec, size);
+      auto* e = record_as<ld_cpu_sample>(rec, size);
       if (!e) return false;
       CpuSample s;
       s.ts_ns = rec.ts_ns;
@@ -168,7 +164,7 @@ bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
       break;
     }
     case LD_EV_KSTACK: {
-      auto* e = as<ld_kstack>(rec, size);
+      auto* e = record_as<ld_kstack>(rec, size);
       if (!e) return false;
       const size_t depth = std::min<size_t>(e->depth, LD_KSTACK_MAX_DEPTH);
       if (sizeof(ld_kstack) + depth * LD_SYM_LEN > size) return false;
@@ -179,7 +175,7 @@ bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
       break;
     }
     case LD_EV_SYSCALL: {
-      auto* e = as<ld_syscall>(rec, size);
+      auto* e = record_as<ld_syscall>(rec, size);
       if (!e) return false;
       Syscall s;
       s.start_ns = e->start_ns;
@@ -194,38 +190,38 @@ bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
       break;
     }
     case LD_EV_FAULTS: {
-      auto* e = as<ld_faults>(rec, size);
+      auto* e = record_as<ld_faults>(rec, size);
       if (!e) return false;
       thread_of(rec).faults.push_back({e->first_ns, rec.ts_ns, e->count});
       break;
     }
     case LD_EV_BLOCK_RQ: {
-      auto* e = as<ld_block_rq>(rec, size);
+      auto* e = record_as<ld_block_rq>(rec, size);
       if (!e) return false;
       thread_of(rec).block_rqs.push_back({e->issue_ns, rec.ts_ns, e->bytes, (e->rwbs & LD_RWBS_WRITE) != 0});
       break;
     }
     case LD_EV_RECLAIM: {
-      auto* e = as<ld_reclaim>(rec, size);
+      auto* e = record_as<ld_reclaim>(rec, size);
       if (!e) return false;
       thread_of(rec).reclaims.push_back({e->start_ns, rec.ts_ns, e->kind});
       break;
     }
     case LD_EV_GIL_ADDR: {
-      auto* e = as<ld_gil_addr>(rec, size);
+      auto* e = record_as<ld_gil_addr>(rec, size);
       if (!e) return false;
       gil_ranges_[rec.tgid].push_back({e->uaddr_lo, e->uaddr_hi});
       gil_methods_[rec.tgid] = e->method;
       break;
     }
     case LD_EV_GIL_WAIT: {
-      auto* e = as<ld_gil_wait>(rec, size);
+      auto* e = record_as<ld_gil_wait>(rec, size);
       if (!e) return false;
       thread_of(rec).gil_waits.push_back({e->start_ns, rec.ts_ns, e->dur_ns, e->count});
       break;
     }
     case LD_EV_TCP_STATE: {
-      auto* e = as<ld_tcp_state>(rec, size);
+      auto* e = record_as<ld_tcp_state>(rec, size);
       if (!e) return false;
       TcpEvent t;
       t.ts_ns = rec.ts_ns;
@@ -241,20 +237,20 @@ bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
       retransmits_.push_back(rec.ts_ns);
       break;
     case LD_EV_NET_SAMPLE: {
-      auto* e = as<ld_net_sample>(rec, size);
+      auto* e = record_as<ld_net_sample>(rec, size);
       if (!e) return false;
       net_.push_back({rec.ts_ns, e->listen_overflows, e->listen_drops, e->tcp_timewait, e->retrans_segs,
                       e->passive_opens, e->active_opens});
       break;
     }
     case LD_EV_CGROUP_SAMPLE: {
-      auto* e = as<ld_cgroup_sample>(rec, size);
+      auto* e = record_as<ld_cgroup_sample>(rec, size);
       if (!e) return false;
       cgroup_.push_back({rec.ts_ns, e->nr_throttled, e->throttled_ns, e->quota_us, e->period_us});
       break;
     }
     case LD_EV_CPU_FREQ: {
-      auto* e = as<ld_cpu_freq>(rec, size);
+      auto* e = record_as<ld_cpu_freq>(rec, size);
       if (!e) return false;
       freq_.push_back({rec.ts_ns, e->cpu_id, e->khz, e->max_khz});
       break;

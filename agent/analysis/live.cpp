@@ -2,17 +2,19 @@
 
 #include <fmt/format.h>
 
+#include "analysis/record_view.hpp"
 #include "events.h"
 
 namespace ld::analysis {
 
 std::string LiveWatch::on_record(const ld_hdr& rec, size_t size) {
   if (rec.type == LD_EV_SOCK_CLOSE) {
-    if (size >= sizeof(ld_sock_close)) streams_.erase(reinterpret_cast<const ld_sock_close&>(rec).sock_id);
+    if (auto* c = record_as<ld_sock_close>(rec, size)) streams_.erase(c->sock_id);
     return "";
   }
-  if (rec.type != LD_EV_SOCK_IO || size < sizeof(ld_sock_io)) return "";
-  const auto& io = reinterpret_cast<const ld_sock_io&>(rec);
+  const auto* io_rec = rec.type == LD_EV_SOCK_IO ? record_as<ld_sock_io>(rec, size) : nullptr;
+  if (!io_rec) return "";
+  const ld_sock_io& io = *io_rec;
   Stream& s = streams_[io.sock_id];
   if (io.dir == LD_DIR_RECV && io.cls == LD_PC_HTTP_REQUEST) {
     s = Stream{rec.ts_ns, 0, 0};

@@ -389,26 +389,20 @@ void attribute(report::Report& report, const Timeline& timeline, const Timeline*
     o.duration_ms = ms(w.b - w.a);
     o.baseline_ms = std::round(w.baseline_ms * 1000) / 1000;
     o.tid = w.tid;
-    if (report.attributed) {
+    if (report.attributed && w.tid == 0) {
+      o.causes = {{"unknown", o.duration_ms, 1.0, nlohmann::json::object()}};  // no thread sent it
+    } else if (report.attributed) {
       WindowAccount acc;
       if (w.walk_from > w.a) {
         // Before the server saw the request: connection set-up and transport.
         const uint64_t pre = w.walk_from - w.a;
-        const bool new_conn = matched[w.request] && matched[w.request]->id.size() > 2 &&
-                              matched[w.request]->id.substr(matched[w.request]->id.size() - 2) == "#1";
+        const bool new_conn = matched[w.request] && matched[w.request]->index_on_connection == 1;
         const Cause c = new_conn ? Cause::kTimeWait : Cause::kNetwork;
         acc.charge(c, pre);
         acc.evidence_of(c).strings = {{"before_server_ms", std::round(ms(pre) * 10) / 10},
                                       {"new_connection", new_conn}};
       }
-      WindowAccount walked = attributor.account(w.tid, w.walk_from, w.b);
-      for (size_t c = 0; c < kCauseCount; ++c) {
-        acc.ns[c] += walked.ns[c];
-        if (walked.evidence[c].best_ns >= acc.evidence[c].best_ns && !walked.evidence[c].strings.empty())
-          acc.evidence[c].strings = walked.evidence[c].strings;
-        for (const auto& [k, v] : walked.evidence[c].sums) acc.evidence[c].sums[k] += v;
-      }
-      if (w.tid == 0) acc = WindowAccount{}, acc.charge(Cause::kUnknown, w.b - w.a);
+      acc.add(attributor.account(w.tid, w.walk_from, w.b));
       o.causes = causes_of(acc, w.b - w.a);
     }
     o.facts = outlier_facts(store, r, w, w.request == 0, target_start_mono_ns);
@@ -425,7 +419,7 @@ void attribute(report::Report& report, const Timeline& timeline, const Timeline*
       if (w.tid == 0) continue;
       // Only the times are summed here: building evidence for every typical gap was waste.
       WindowAccount acc = attributor.account(w.tid, w.a, w.b, /*with_evidence=*/false);
-      for (size_t c = 0; c < kCauseCount; ++c) sum.ns[c] += acc.ns[c];
+      sum.add(acc);
       total += w.b - w.a;
       report.typical.windows++;
     }

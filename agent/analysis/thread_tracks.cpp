@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/record_view.hpp"
 #include "events.h"
 
 namespace ld::analysis {
@@ -13,11 +14,6 @@ namespace {
 
 constexpr uint32_t kNoSyscall = ~0u;
 constexpr size_t kMaxThreads = 10'000;  // a fork-happy target must not grow this without bound
-
-template <typename T>
-const T* as(const ld_hdr& rec, size_t size) {
-  return size >= sizeof(T) ? reinterpret_cast<const T*>(&rec) : nullptr;
-}
 
 // The syscalls a server thread blocks or spends time in (arch/x86/entry/syscalls/syscall_64.tbl).
 const std::map<uint32_t, const char*>& x86_64_syscalls() {
@@ -121,16 +117,16 @@ void ThreadTrackBuilder::on_record(const ld_hdr& rec, size_t size) {
   }
   switch (rec.type) {
     case LD_EV_OFFCPU:
-      if (auto* ev = as<ld_offcpu>(rec, size)) add_offcpu(*ev);
+      if (auto* ev = record_as<ld_offcpu>(rec, size)) add_offcpu(*ev);
       break;
     case LD_EV_SYSCALL:
-      if (auto* ev = as<ld_syscall>(rec, size)) add_syscall(*ev, size);
+      if (auto* ev = record_as<ld_syscall>(rec, size)) add_syscall(*ev, size);
       break;
     case LD_EV_GIL_WAIT:
-      if (auto* ev = as<ld_gil_wait>(rec, size)) add_gil_wait(*ev);
+      if (auto* ev = record_as<ld_gil_wait>(rec, size)) add_gil_wait(*ev);
       break;
     case LD_EV_TASK_EXIT:
-      if (as<ld_task_exit>(rec, size)) thread(rec).exit_ns = rec.ts_ns;
+      if (record_as<ld_task_exit>(rec, size)) thread(rec).exit_ns = rec.ts_ns;
       break;
     default:
       break;

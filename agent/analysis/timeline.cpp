@@ -351,6 +351,7 @@ void assign_request_ids(std::vector<SegmentResult>& served) {
     ++conn;
     for (Numbered& r : served[i].requests) {
       r.request.id = std::to_string(tgid) + ":c" + std::to_string(conn) + "#" + std::to_string(r.n);
+      r.request.index_on_connection = static_cast<uint32_t>(r.n);
     }
   }
 }

@@ -27,6 +27,7 @@ struct Request {
   std::vector<uint64_t> token_ns;  // one per token emission, ascending
   std::vector<uint32_t> token_tid; // thread that emitted each token (0 = unknown)
   bool complete = false;           // the end of the response was seen
+  uint32_t index_on_connection = 0; // 1 = the first request of its connection (socket timelines)
 
   double ttft_ms() const;                    // first token - start; NaN without tokens
   std::vector<double> gaps_ms() const;       // TPOT gaps, first token excluded
