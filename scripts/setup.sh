@@ -10,6 +10,7 @@ PACKAGES=(
   libbpf-dev bpftool libelf-dev zlib1g-dev   # CO-RE probes and skeletons
   libfmt-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev
   libtomlplusplus-dev                  # rule files (TOML)
+  libdeflate-dev                       # trace chunks: zlib streams, 2-3x zlib's speed
   libgtest-dev util-linux              # tests (setpriv drops privileges in one)
 )
 

@@ -113,6 +113,35 @@ bool is_disk_kind(uint32_t kind) { return kind >= LD_SYS_FSYNC && kind <= LD_SYS
 bool is_futex_kind(uint32_t kind) { return kind == LD_SYS_FUTEX_WAIT || kind == LD_SYS_FUTEX_LOCK_PI; }
 bool is_sleep_kind(uint32_t kind) { return kind >= LD_SYS_NANOSLEEP && kind <= LD_SYS_POLL; }
 
+// std::partition_point(items, pred) for a pred true on a prefix, started from `hint`: the
+// previous answer for the same list. Windows are attributed in time order per thread (token
+// after token), so the answer is usually at or just after the hint, and a galloping search
+// from there costs a few comparisons where a binary search of a long recording costs ~20
+// cache misses. The result is the binary search's, wherever the hint points.
+template <class V, class Pred>
+size_t partition_from(const V& items, size_t& hint, Pred pred) {
+  const size_t n = items.size();
+  size_t lo = std::min(hint, n);
+  if (lo > 0 && !pred(items[lo - 1])) {  // the answer lies before the hint: search behind it
+    hint = static_cast<size_t>(std::partition_point(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(lo), pred) -
+                               items.begin());
+    return hint;
+  }
+  // Every item before lo satisfies pred; probe lo, lo+1, lo+3, lo+7, ... until one does not.
+  for (size_t step = 1; lo < n; step *= 2) {
+    const size_t probe = lo + std::min(step, n - lo) - 1;
+    if (!pred(items[probe])) {
+      hint = static_cast<size_t>(std::partition_point(items.begin() + static_cast<std::ptrdiff_t>(lo),
+                                                      items.begin() + static_cast<std::ptrdiff_t>(probe), pred) -
+                                 items.begin());
+      return hint;
+    }
+    lo = probe + 1;
+  }
+  hint = n;
+  return n;
+}
+
 // Items of a list sorted by start that overlap [a, b]. Calls and stalls longer than the
 // look-back are not found from windows that begin after their first minute (a 60 s epoll_wait
 // is classified from the scheduler's syscall number instead). `longest` (the list's longest
@@ -120,13 +149,12 @@ bool is_sleep_kind(uint32_t kind) { return kind >= LD_SYS_NANOSLEEP && kind <= L
 // trace searches here, and a minute of items is thousands.
 constexpr uint64_t kLookBackNs = 60'000'000'000ULL;
 template <class V, class Start, class End, class F>
-void for_overlapping(const V& items, uint64_t longest, uint64_t a, uint64_t b, Start start, End end, F f) {
+void for_overlapping(const V& items, size_t& hint, uint64_t longest, uint64_t a, uint64_t b, Start start, End end,
+                     F f) {
   const uint64_t look_back = std::min(kLookBackNs, longest);
-  auto it = std::lower_bound(items.begin(), items.end(), a, [&](const auto& item, uint64_t t) {
-    return start(item) + look_back < t;
-  });
-  for (; it != items.end() && start(*it) < b; ++it)
-    if (end(*it) > a) f(*it);
+  size_t i = partition_from(items, hint, [&](const auto& item) { return start(item) + look_back < a; });
+  for (; i < items.size() && start(items[i]) < b; ++i)
+    if (end(items[i]) > a) f(items[i]);
 }
 
 std::string hex(uint64_t v) { return fmt::format("{:#x}", v); }
@@ -153,7 +181,7 @@ void WindowAccount::add(const WindowAccount& other) {
 }
 
 Attributor::Attributor(const EvidenceStore& store, std::set<uint32_t> target_tgids)
-    : store_(store), targets_(std::move(target_tgids)) {}
+    : store_(store), targets_(std::move(target_tgids)), cursors_(store.threads().size()) {}
 
 bool Attributor::traced(uint32_t tid, uint32_t tgid) const {
   if (tid == 0) return false;
@@ -163,9 +191,12 @@ bool Attributor::traced(uint32_t tid, uint32_t tgid) const {
 WindowAccount Attributor::account(uint32_t tid, uint64_t a, uint64_t b, bool with_evidence) const {
   WindowAccount acc;
   acc.with_evidence = with_evidence;
-  if (b <= a) return acc;
-  walk(tid, a, b, Cause::kCompute, 0, acc);
+  account_into(acc, tid, a, b);
   return acc;
+}
+
+void Attributor::account_into(WindowAccount& acc, uint32_t tid, uint64_t a, uint64_t b) const {
+  if (b > a) walk(tid, a, b, Cause::kCompute, 0, acc);
 }
 
 void Attributor::walk(uint32_t tid, uint64_t a, uint64_t b, Cause running_as, int depth,
@@ -176,8 +207,8 @@ void Attributor::walk(uint32_t tid, uint64_t a, uint64_t b, Cause running_as, in
     return;
   }
   const auto& offs = t->offcpu;
-  auto it = std::upper_bound(offs.begin(), offs.end(), a,
-                             [](uint64_t v, const OffCpu& o) { return v < o.on_ns; });
+  auto it = offs.begin() + static_cast<std::ptrdiff_t>(partition_from(
+                               offs, cursors_[t->index].offcpu, [&](const OffCpu& o) { return o.on_ns <= a; }));
   uint64_t cursor = a;
   for (; it != offs.end() && it->off_ns < b; ++it) {
     const OffCpu& o = *it;
@@ -208,8 +239,9 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
   // period after b (a search, not a scan of the thread's whole recording per window).
   uint64_t short_runnable = 0;
   const uint64_t ends_by = b > ~0ULL - t->longest_ns ? ~0ULL : b + t->longest_ns;
-  for (auto it = std::upper_bound(t->aggs.begin(), t->aggs.end(), a,
-                                  [](uint64_t v, const SchedAgg& g) { return v < g.end_ns; });
+  Cursors& cur = cursors_[t->index];
+  for (auto it = t->aggs.begin() + static_cast<std::ptrdiff_t>(partition_from(
+                                       t->aggs, cur.aggs, [&](const SchedAgg& g) { return g.end_ns <= a; }));
        it != t->aggs.end() && it->end_ns <= ends_by; ++it) {
     const SchedAgg& g = *it;
     if (g.start_ns >= b || g.end_ns <= g.start_ns) continue;
@@ -220,17 +252,17 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
   short_runnable = std::min(short_runnable, left / 2);
   if (short_runnable) {
     acc.charge(Cause::kCpuContention, short_runnable);
-    note(acc, Cause::kCpuContention, 0, {}, {{"runnable_ms", ms(short_runnable)}});
+    if (acc.with_evidence) note(acc, Cause::kCpuContention, 0, {}, {{"runnable_ms", ms(short_runnable)}});
     left -= short_runnable;
   }
   // Timed calls and stalls while on CPU, by priority: reclaim, memory calls, sync calls.
   Intervals reclaim, memory, disk;
-  for_overlapping(t->reclaims, t->longest_ns, a, b, [](const Reclaim& r) { return r.start_ns; },
+  for_overlapping(t->reclaims, cur.reclaims, t->longest_ns, a, b, [](const Reclaim& r) { return r.start_ns; },
                   [](const Reclaim& r) { return r.end_ns; },
                   [&](const Reclaim& r) { reclaim.add(std::max(a, r.start_ns), std::min(b, r.end_ns)); });
   const Syscall* biggest_mem = nullptr;
   const Syscall* biggest_disk = nullptr;
-  for_overlapping(t->syscalls, t->longest_ns, a, b, [](const Syscall& s) { return s.start_ns; },
+  for_overlapping(t->syscalls, cur.syscalls, t->longest_ns, a, b, [](const Syscall& s) { return s.start_ns; },
                   [](const Syscall& s) { return s.end_ns; }, [&](const Syscall& s) {
                     if (is_memory_kind(s.kind)) {
                       memory.add(std::max(a, s.start_ns), std::min(b, s.end_ns));
@@ -266,17 +298,17 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
          {{"sync_ms", ms(ns)}});
   // Page faults are counted, not timed: their time comes from the samples below.
   double faults = 0;
-  for_overlapping(t->faults, t->longest_ns, a, b, [](const Faults& f) { return f.first_ns; },
+  for_overlapping(t->faults, cur.faults, t->longest_ns, a, b, [](const Faults& f) { return f.first_ns; },
                   [](const Faults& f) { return f.last_ns + 1; }, [&](const Faults& f) {
                     const uint64_t span = f.last_ns + 1 - f.first_ns;
                     faults += f.count * static_cast<double>(overlap(a, b, f.first_ns, f.last_ns + 1)) / static_cast<double>(span);
                   });
-  if (faults >= 1) note(acc, Cause::kKvAlloc, 0, {}, {{"faults", std::round(faults)}});
+  if (faults >= 1 && acc.with_evidence) note(acc, Cause::kKvAlloc, 0, {}, {{"faults", std::round(faults)}});
   // On-CPU samples place the rest: page faults/zeroing, reclaim, sync, network in the kernel.
   std::array<uint32_t, kCauseCount> by_cause{};
   uint32_t samples = 0;
-  auto first = std::lower_bound(t->samples.begin(), t->samples.end(), a,
-                                [](const CpuSample& s, uint64_t v) { return s.ts_ns < v; });
+  auto first = t->samples.begin() + static_cast<std::ptrdiff_t>(partition_from(
+                                        t->samples, cur.samples, [&](const CpuSample& s) { return s.ts_ns < a; }));
   for (auto it = first; it != t->samples.end() && it->ts_ns < b; ++it) {
     if (covered.covers(it->ts_ns)) continue;
     ++samples;
@@ -326,7 +358,7 @@ void Attributor::charge_runnable(const OffCpu& off, uint64_t a, uint64_t b, Wind
   }
   if (throttled) {
     acc.charge(Cause::kCgroupThrottle, throttled);
-    note(acc, Cause::kCgroupThrottle, throttled, {}, {{"throttled_ms", ms(throttled)}});
+    if (acc.with_evidence) note(acc, Cause::kCgroupThrottle, throttled, {}, {{"throttled_ms", ms(throttled)}});
   }
   const uint64_t waited = len - throttled;
   if (!waited) return;
@@ -337,7 +369,7 @@ void Attributor::charge_runnable(const OffCpu& off, uint64_t a, uint64_t b, Wind
   const bool took = off.preempted && off.waker_tid != 0;
   nlohmann::json culprit = nlohmann::json::object();
   if (took || off.holder_tid != 0) {
-    culprit["culprit_comm"] = took ? off.waker_comm : off.holder_comm;
+    culprit["culprit_comm"] = (took ? off.waker_comm : off.holder_comm).str();
     culprit["culprit_pid"] = took ? off.waker_tgid : off.holder_tgid;
     culprit["culprit_tid"] = took ? off.waker_tid : off.holder_tid;
   }
@@ -350,43 +382,46 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
   // 1. Timed evidence on this thread that covers the block.
   uint64_t gil_ns = 0;
   double gil_waits = 0;
-  for_overlapping(t.gil_waits, t.longest_ns, a, b, [](const GilWait& g) { return g.start_ns; },
+  Cursors& cur = cursors_[t.index];
+  for_overlapping(t.gil_waits, cur.gil_waits, t.longest_ns, a, b, [](const GilWait& g) { return g.start_ns; },
                   [](const GilWait& g) { return g.end_ns; }, [&](const GilWait& g) {
                     gil_ns += overlap(a, b, g.start_ns, g.end_ns);
                     gil_waits += g.count;
                   });
   const Syscall* call = nullptr;
   uint64_t call_overlap = 0;
-  for_overlapping(t.syscalls, t.longest_ns, a, b, [](const Syscall& s) { return s.start_ns; },
+  for_overlapping(t.syscalls, cur.syscalls, t.longest_ns, a, b, [](const Syscall& s) { return s.start_ns; },
                   [](const Syscall& s) { return s.end_ns; }, [&](const Syscall& s) {
                     const uint64_t o = overlap(a, b, s.start_ns, s.end_ns);
                     if (o > call_overlap) { call = &s; call_overlap = o; }
                   });
   bool in_reclaim = false;
-  for_overlapping(t.reclaims, t.longest_ns, a, b, [](const Reclaim& r) { return r.start_ns; },
+  for_overlapping(t.reclaims, cur.reclaims, t.longest_ns, a, b, [](const Reclaim& r) { return r.start_ns; },
                   [](const Reclaim& r) { return r.end_ns; }, [&](const Reclaim&) { in_reclaim = true; });
 
+  // The strings are the evidence: built only when the account keeps it (not for the typical
+  // token, whose walks are most of the analysis). A null json becomes an object on first use.
+  const bool ev = acc.with_evidence;
   Cause cause = Cause::kUnknown;
-  nlohmann::json strings = nlohmann::json::object();
-  const std::string syscall = off.syscall_nr == ~0u ? "" : syscall_name(off.syscall_nr);
+  nlohmann::json strings;
   if (gil_ns > 0 || (call && is_futex_kind(call->kind) && store_.is_gil_address(t.tgid, call->arg0))) {
     cause = Cause::kGil;
   } else if (in_reclaim) {
     cause = Cause::kSwapReclaim;
-    strings["kind"] = "direct reclaim";
+    if (ev) strings["kind"] = "direct reclaim";
   } else if (call && is_disk_kind(call->kind)) {
     cause = Cause::kDiskIo;
-    strings["syscall"] = syscall_kind_name(call->kind);
-    if (!call->path.empty()) strings["path"] = call->path;
+    if (ev) strings["syscall"] = syscall_kind_name(call->kind);
+    if (ev && !call->path.empty()) strings["path"] = call->path;
   } else if (call && is_memory_kind(call->kind)) {
     cause = Cause::kKvAlloc;
-    strings["syscall"] = syscall_kind_name(call->kind);
+    if (ev) strings["syscall"] = syscall_kind_name(call->kind);
   } else if (call && is_futex_kind(call->kind)) {
     cause = Cause::kLockContention;
-    strings["uaddr"] = hex(call->arg0);
+    if (ev) strings["uaddr"] = hex(call->arg0);
   } else if (call && is_sleep_kind(call->kind)) {
     cause = Cause::kAppWait;
-    strings["syscall"] = syscall_kind_name(call->kind);
+    if (ev) strings["syscall"] = syscall_kind_name(call->kind);
   } else {
     cause = cause_of_blocking_syscall(off.syscall_nr);
     if (cause == Cause::kUnknown && off.kstack_id >= 0) {
@@ -395,18 +430,23 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
         if (cause == Cause::kCompute) cause = Cause::kUnknown;
       }
     }
-    if (!syscall.empty()) strings["syscall"] = syscall;
+    if (ev && off.syscall_nr != ~0u) {
+      std::string syscall = syscall_name(off.syscall_nr);
+      if (!syscall.empty()) strings["syscall"] = std::move(syscall);
+    }
   }
 
   // 2. Waits that are their own explanation, whoever ends them.
   if (cause == Cause::kGil) {
     acc.charge(Cause::kGil, len);
-    note(acc, Cause::kGil, len, {{"method", store_.gil_method(t.tgid)}, {"holder_comm", off.waker_comm}},
+    if (ev)
+      note(acc, Cause::kGil, len, {{"method", store_.gil_method(t.tgid)}, {"holder_comm", off.waker_comm.str()}},
          {{"wait_ms", ms(len)}, {"waits", std::max(1.0, gil_waits)}});
     return;
   }
   if (cause == Cause::kDiskIo || cause == Cause::kKvAlloc || cause == Cause::kSwapReclaim) {
     acc.charge(cause, len);
+    if (!ev) return;
     const char* sum_key = cause == Cause::kDiskIo ? "sync_ms" : cause == Cause::kKvAlloc ? "calls" : "reclaim_ms";
     note(acc, cause, len, std::move(strings), {{sum_key, cause == Cause::kKvAlloc ? 1.0 : ms(len)}});
     return;
@@ -415,8 +455,8 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
   // 3. Woken by another traced thread: what held that thread up is what held this one up.
   //    Its running time is the lock's hold time for a lock wait, plain compute otherwise.
   if (!timed_out && off.waker_tid != t.tid && traced(off.waker_tid, off.waker_tgid) && depth < kMaxWakerDepth) {
-    if (cause == Cause::kLockContention) {
-      strings["holder_comm"] = off.waker_comm;
+    if (cause == Cause::kLockContention && ev) {
+      strings["holder_comm"] = off.waker_comm.str();
       strings["holder_pid"] = off.waker_tgid;
       strings["holder_tid"] = off.waker_tid;
       note(acc, Cause::kLockContention, len, std::move(strings), {{"waits", 1}});
@@ -428,17 +468,18 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
   // 4. Woken by a timer, an interrupt or an untraced process.
   if (cause == Cause::kLockContention && (timed_out || off.waker_tid == 0 || off.waker_tid == t.tid)) {
     cause = Cause::kAppWait;  // a timed condition wait that ran out: the program chose to wait
-    strings = {{"syscall", "futex (timed out)"}};
+    if (ev) strings = {{"syscall", "futex (timed out)"}};
   }
+  acc.charge(cause, len);
+  if (!ev) return;
   if (cause == Cause::kLockContention && off.waker_tid != 0) {
-    strings["holder_comm"] = off.waker_comm;
+    strings["holder_comm"] = off.waker_comm.str();
     strings["holder_pid"] = off.waker_tgid;
     strings["holder_tid"] = off.waker_tid;
   }
   if (cause == Cause::kUnknown && off.waker_tid != 0) {
-    strings["woken_by"] = fmt::format("{} ({})", off.waker_comm, off.waker_tgid);
+    strings["woken_by"] = fmt::format("{} ({})", off.waker_comm.str(), off.waker_tgid);
   }
-  acc.charge(cause, len);
   if (cause == Cause::kNetwork)
     note(acc, cause, len, std::move(strings), {{"send_ms", ms(len)}});
   else if (cause == Cause::kLockContention)

@@ -3,7 +3,9 @@
 // binary searches. Pure analysis: knows nothing of libbpf.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -43,6 +45,14 @@ Cause cause_of_blocking_syscall(uint32_t nr);
 // Kernel stacks (symbolised, innermost first) classified by the code they were in.
 Cause classify_kernel_stack(const std::vector<std::string>& frames);
 
+// A task name as the kernel keeps it (TASK_COMM_LEN bytes, NUL-terminated when shorter). Kept
+// inline rather than as std::string: an OffCpu per context switch is the bulk of a trace's
+// evidence, and a trivially copyable record sorts and grows its vector with plain memcpy.
+struct Comm {
+  std::array<char, 16> bytes{};
+  std::string str() const { return std::string(bytes.data(), strnlen(bytes.data(), bytes.size())); }
+};
+
 struct OffCpu {
   uint64_t off_ns = 0, wake_ns = 0, on_ns = 0;
   bool preempted = false;
@@ -50,7 +60,7 @@ struct OffCpu {
   int64_t kstack_id = -1;
   uint32_t waker_tid = 0, waker_tgid = 0;
   uint32_t holder_tid = 0, holder_tgid = 0;
-  std::string waker_comm, holder_comm;
+  Comm waker_comm, holder_comm;
 };
 
 struct SchedAgg {
@@ -97,6 +107,7 @@ struct BlockRq {
 // Everything known of one thread, each list sorted by start time after finish().
 struct ThreadEvidence {
   uint32_t tid = 0, tgid = 0;
+  size_t index = 0;  // 0..threads()-1, set by finish(): for side tables indexed by thread
   std::string comm;  // when some record named it (as a waker or holder)
   std::vector<OffCpu> offcpu;
   std::vector<SchedAgg> aggs;
@@ -161,6 +172,7 @@ class EvidenceStore {
 
  private:
   ThreadEvidence& thread_of(const ld_hdr& rec);
+  ThreadEvidence* last_thread_ = nullptr;  // records come in runs per thread: skip the lookup
   void name(uint32_t tid, uint32_t tgid, const char* comm);
 
   std::unordered_map<uint32_t, ThreadEvidence> threads_;

@@ -414,12 +414,11 @@ void attribute(report::Report& report, const Timeline& timeline, const Timeline*
   // The typical token: the same accounting over every gap that is not an outlier.
   if (report.attributed) {
     WindowAccount sum;
+    sum.with_evidence = false;  // only the times are summed: evidence for every typical gap was waste
     uint64_t total = 0;
     for (const Window& w : typical) {
       if (w.tid == 0) continue;
-      // Only the times are summed here: building evidence for every typical gap was waste.
-      WindowAccount acc = attributor.account(w.tid, w.a, w.b, /*with_evidence=*/false);
-      sum.add(acc);
+      attributor.account_into(sum, w.tid, w.a, w.b);
       total += w.b - w.a;
       report.typical.windows++;
     }
