@@ -414,7 +414,11 @@ class Generator {
     owed_disk_ += mix_.disk_syscalls_per_token;
     const uint32_t n_off = take(LD_EV_OFFCPU);
     for (uint32_t i = 0; i < n_off; ++i) offcpu(tid, a + (b - a) * i / n_off, a + (b - a) * (i + 1) / n_off);
-    for (uint32_t i = take(LD_EV_CPU_SAMPLE); i > 0; --i) cpu_sample(tid, a, b);
+    // A thread's samples come in time order from the perf probe (one every ~2 ms it runs):
+    // one per slot of the window, at a random point of its slot.
+    const uint32_t n_samples = take(LD_EV_CPU_SAMPLE);
+    for (uint32_t i = 0; i < n_samples; ++i)
+      cpu_sample(tid, a + (b - a) * i / n_samples, a + (b - a) * (i + 1) / n_samples);
     for (uint32_t i = take(LD_EV_SYSCALL); i > 0; --i) syscall(tid, a, b);
     for (uint32_t i = take(LD_EV_SCHED_AGG); i > 0; --i) sched_agg(tid, b);
     for (uint32_t i = take(LD_EV_FAULTS); i > 0; --i) faults(tid, a, b);

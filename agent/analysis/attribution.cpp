@@ -38,6 +38,7 @@ class Intervals {
     }
     spans_ = std::move(merged);
   }
+  bool empty() const { return spans_.empty(); }
   uint64_t total() const {
     uint64_t sum = 0;
     for (const auto& s : spans_) sum += s.second - s.first;
@@ -238,7 +239,7 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
   // aggs are sorted by end: the periods overlapping [a, b] end after a and at most the longest
   // period after b (a search, not a scan of the thread's whole recording per window).
   uint64_t short_runnable = 0;
-  const uint64_t ends_by = b > ~0ULL - t->longest_ns ? ~0ULL : b + t->longest_ns;
+  const uint64_t ends_by = b > ~0ULL - t->longest.aggs ? ~0ULL : b + t->longest.aggs;
   Cursors& cur = cursors_[t->index];
   for (auto it = t->aggs.begin() + static_cast<std::ptrdiff_t>(partition_from(
                                        t->aggs, cur.aggs, [&](const SchedAgg& g) { return g.end_ns <= a; }));
@@ -257,12 +258,12 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
   }
   // Timed calls and stalls while on CPU, by priority: reclaim, memory calls, sync calls.
   Intervals reclaim, memory, disk;
-  for_overlapping(t->reclaims, cur.reclaims, t->longest_ns, a, b, [](const Reclaim& r) { return r.start_ns; },
+  for_overlapping(t->reclaims, cur.reclaims, t->longest.reclaims, a, b, [](const Reclaim& r) { return r.start_ns; },
                   [](const Reclaim& r) { return r.end_ns; },
                   [&](const Reclaim& r) { reclaim.add(std::max(a, r.start_ns), std::min(b, r.end_ns)); });
   const Syscall* biggest_mem = nullptr;
   const Syscall* biggest_disk = nullptr;
-  for_overlapping(t->syscalls, cur.syscalls, t->longest_ns, a, b, [](const Syscall& s) { return s.start_ns; },
+  for_overlapping(t->syscalls, cur.syscalls, t->longest.syscalls, a, b, [](const Syscall& s) { return s.start_ns; },
                   [](const Syscall& s) { return s.end_ns; }, [&](const Syscall& s) {
                     if (is_memory_kind(s.kind)) {
                       memory.add(std::max(a, s.start_ns), std::min(b, s.end_ns));
@@ -272,14 +273,18 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
                       if (!biggest_disk || s.end_ns - s.start_ns > biggest_disk->end_ns - biggest_disk->start_ns) biggest_disk = &s;
                     }
                   });
-  reclaim.normalise();
-  memory.normalise();
-  disk.normalise();
-  Intervals covered = reclaim;
-  const Intervals mem_only = memory.minus(covered);
-  covered.merge(mem_only);
-  const Intervals disk_only = disk.minus(covered);
-  covered.merge(disk_only);
+  // Most running spans overlap no timed call: skip the interval arithmetic (all empty).
+  Intervals covered, mem_only, disk_only;
+  if (!reclaim.empty() || !memory.empty() || !disk.empty()) {
+    reclaim.normalise();
+    memory.normalise();
+    disk.normalise();
+    covered = reclaim;
+    mem_only = memory.minus(covered);
+    covered.merge(mem_only);
+    disk_only = disk.minus(covered);
+    covered.merge(disk_only);
+  }
   auto take = [&](Cause cause, uint64_t ns) {
     ns = std::min(ns, left);
     acc.charge(cause, ns);
@@ -298,7 +303,7 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
          {{"sync_ms", ms(ns)}});
   // Page faults are counted, not timed: their time comes from the samples below.
   double faults = 0;
-  for_overlapping(t->faults, cur.faults, t->longest_ns, a, b, [](const Faults& f) { return f.first_ns; },
+  for_overlapping(t->faults, cur.faults, t->longest.faults, a, b, [](const Faults& f) { return f.first_ns; },
                   [](const Faults& f) { return f.last_ns + 1; }, [&](const Faults& f) {
                     const uint64_t span = f.last_ns + 1 - f.first_ns;
                     faults += f.count * static_cast<double>(overlap(a, b, f.first_ns, f.last_ns + 1)) / static_cast<double>(span);
@@ -383,20 +388,20 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
   uint64_t gil_ns = 0;
   double gil_waits = 0;
   Cursors& cur = cursors_[t.index];
-  for_overlapping(t.gil_waits, cur.gil_waits, t.longest_ns, a, b, [](const GilWait& g) { return g.start_ns; },
+  for_overlapping(t.gil_waits, cur.gil_waits, t.longest.gil_waits, a, b, [](const GilWait& g) { return g.start_ns; },
                   [](const GilWait& g) { return g.end_ns; }, [&](const GilWait& g) {
                     gil_ns += overlap(a, b, g.start_ns, g.end_ns);
                     gil_waits += g.count;
                   });
   const Syscall* call = nullptr;
   uint64_t call_overlap = 0;
-  for_overlapping(t.syscalls, cur.syscalls, t.longest_ns, a, b, [](const Syscall& s) { return s.start_ns; },
+  for_overlapping(t.syscalls, cur.syscalls, t.longest.syscalls, a, b, [](const Syscall& s) { return s.start_ns; },
                   [](const Syscall& s) { return s.end_ns; }, [&](const Syscall& s) {
                     const uint64_t o = overlap(a, b, s.start_ns, s.end_ns);
                     if (o > call_overlap) { call = &s; call_overlap = o; }
                   });
   bool in_reclaim = false;
-  for_overlapping(t.reclaims, cur.reclaims, t.longest_ns, a, b, [](const Reclaim& r) { return r.start_ns; },
+  for_overlapping(t.reclaims, cur.reclaims, t.longest.reclaims, a, b, [](const Reclaim& r) { return r.start_ns; },
                   [](const Reclaim& r) { return r.end_ns; }, [&](const Reclaim&) { in_reclaim = true; });
 
   // The strings are the evidence: built only when the account keeps it (not for the typical
@@ -425,10 +430,8 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
   } else {
     cause = cause_of_blocking_syscall(off.syscall_nr);
     if (cause == Cause::kUnknown && off.kstack_id >= 0) {
-      if (auto* frames = store_.kstack(LD_PROBE_SCHED, off.kstack_id)) {
-        cause = classify_kernel_stack(*frames);
-        if (cause == Cause::kCompute) cause = Cause::kUnknown;
-      }
+      cause = store_.blocked_stack_cause(off.kstack_id);
+      if (cause == Cause::kCompute) cause = Cause::kUnknown;
     }
     if (ev && off.syscall_nr != ~0u) {
       std::string syscall = syscall_name(off.syscall_nr);

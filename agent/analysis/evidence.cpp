@@ -120,8 +120,15 @@ ThreadEvidence& EvidenceStore::thread_of(const ld_hdr& rec) {
 void EvidenceStore::name(uint32_t tid, uint32_t tgid, const char* comm) {
   (void)tgid;
   if (tid == 0 && comm[0] == 0) return;
+  // The same few threads wake and preempt a server's threads: skip the map for the last two
+  // named (their names are already kept; the first name seen is the one kept anyway).
+  if (tid == recently_named_[0] || tid == recently_named_[1]) return;
   auto& slot = comms_[tid];
   if (slot.empty()) slot = comm_string(comm);
+  if (!slot.empty()) {
+    recently_named_[1] = recently_named_[0];
+    recently_named_[0] = tid;
+  }
 }
 
 bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
@@ -289,11 +296,11 @@ void EvidenceStore::finish() {
     sort_by(t.reclaims, [](const Reclaim& r) { return r.start_ns; });
     sort_by(t.block_rqs, [](const BlockRq& b) { return b.issue_ns; });
     // The ends as attribution.cpp's searches read them (faults: last fault + 1 ns).
-    t.longest_ns = std::max({longest(t.aggs, [](auto& g) { return g.start_ns; }, [](auto& g) { return g.end_ns; }),
-                             longest(t.syscalls, [](auto& s) { return s.start_ns; }, [](auto& s) { return s.end_ns; }),
-                             longest(t.gil_waits, [](auto& g) { return g.start_ns; }, [](auto& g) { return g.end_ns; }),
-                             longest(t.faults, [](auto& f) { return f.first_ns; }, [](auto& f) { return f.last_ns + 1; }),
-                             longest(t.reclaims, [](auto& r) { return r.start_ns; }, [](auto& r) { return r.end_ns; })});
+    t.longest.aggs = longest(t.aggs, [](auto& g) { return g.start_ns; }, [](auto& g) { return g.end_ns; });
+    t.longest.syscalls = longest(t.syscalls, [](auto& s) { return s.start_ns; }, [](auto& s) { return s.end_ns; });
+    t.longest.gil_waits = longest(t.gil_waits, [](auto& g) { return g.start_ns; }, [](auto& g) { return g.end_ns; });
+    t.longest.faults = longest(t.faults, [](auto& f) { return f.first_ns; }, [](auto& f) { return f.last_ns + 1; });
+    t.longest.reclaims = longest(t.reclaims, [](auto& r) { return r.start_ns; }, [](auto& r) { return r.end_ns; });
     for (CpuSample& s : t.samples) {
       if (s.user_mode || s.kstack_id < 0) continue;
       if (auto known = perf_stack_causes.find(s.kstack_id); known != perf_stack_causes.end()) {
@@ -304,6 +311,8 @@ void EvidenceStore::finish() {
     }
     if (t.comm.empty()) t.comm = comm_of(tid);
   }
+  for (const auto& [key, frames] : kstacks_)
+    if (key.first == LD_PROBE_SCHED) sched_stack_causes_[key.second] = classify_kernel_stack(frames);
   sort_by(cgroup_, [](const CgroupSample& c) { return c.ts_ns; });
   sort_by(net_, [](const NetSample& n) { return n.ts_ns; });
   sort_by(tcp_, [](const TcpEvent& e) { return e.ts_ns; });
@@ -343,6 +352,11 @@ std::string EvidenceStore::gil_method(uint32_t tgid) const {
 uint64_t EvidenceStore::retransmits_between(uint64_t a, uint64_t b) const {
   return std::lower_bound(retransmits_.begin(), retransmits_.end(), b) -
          std::lower_bound(retransmits_.begin(), retransmits_.end(), a);
+}
+
+Cause EvidenceStore::blocked_stack_cause(int64_t id) const {
+  auto it = sched_stack_causes_.find(id);
+  return it == sched_stack_causes_.end() ? Cause::kUnknown : it->second;
 }
 
 const std::vector<std::string>* EvidenceStore::kstack(uint32_t source, int64_t id) const {

@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "util/big_vector.hpp"
+
 struct ld_hdr;
 
 namespace ld::analysis {
@@ -109,18 +111,21 @@ struct ThreadEvidence {
   uint32_t tid = 0, tgid = 0;
   size_t index = 0;  // 0..threads()-1, set by finish(): for side tables indexed by thread
   std::string comm;  // when some record named it (as a waker or holder)
-  std::vector<OffCpu> offcpu;
-  std::vector<SchedAgg> aggs;
-  std::vector<Syscall> syscalls;
-  std::vector<GilWait> gil_waits;
-  std::vector<Faults> faults;
-  std::vector<CpuSample> samples;
-  std::vector<Reclaim> reclaims;
-  std::vector<BlockRq> block_rqs;
+  util::BigVector<OffCpu> offcpu;
+  util::BigVector<SchedAgg> aggs;
+  util::BigVector<Syscall> syscalls;
+  util::BigVector<GilWait> gil_waits;
+  util::BigVector<Faults> faults;
+  util::BigVector<CpuSample> samples;
+  util::BigVector<Reclaim> reclaims;
+  util::BigVector<BlockRq> block_rqs;
   uint64_t migrations = 0;
-  // The longest item (end - start) of aggs, syscalls, gil_waits, faults and reclaims, set by
-  // finish(): how far before a window a search must look for items that overlap it.
-  uint64_t longest_ns = 0;
+  // The longest item (end - start) of each list, set by finish(): how far before a window a
+  // search must look for items that overlap it. Per list: one 300 ms fsync must not make every
+  // window scan 300 ms of short sched periods.
+  struct Longest {
+    uint64_t aggs = 0, syscalls = 0, gil_waits = 0, faults = 0, reclaims = 0;
+  } longest;
 };
 
 struct CgroupSample {
@@ -169,10 +174,14 @@ class EvidenceStore {
   const std::vector<FreqSample>& freq_samples() const { return freq_; }
   uint64_t retransmits_between(uint64_t a, uint64_t b) const;
   const std::vector<std::string>* kstack(uint32_t source, int64_t id) const;
+  // classify_kernel_stack() of the sched probe's stack `id` (kUnknown when the trace lacks it),
+  // classified once in finish(): blocked intervals ask for the same few stacks again and again.
+  Cause blocked_stack_cause(int64_t id) const;
 
  private:
   ThreadEvidence& thread_of(const ld_hdr& rec);
   ThreadEvidence* last_thread_ = nullptr;  // records come in runs per thread: skip the lookup
+  std::array<uint32_t, 2> recently_named_{~0u, ~0u};
   void name(uint32_t tid, uint32_t tgid, const char* comm);
 
   std::unordered_map<uint32_t, ThreadEvidence> threads_;
@@ -180,6 +189,7 @@ class EvidenceStore {
   std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> gil_ranges_;
   std::map<uint32_t, uint32_t> gil_methods_;
   std::map<std::pair<uint32_t, int64_t>, std::vector<std::string>> kstacks_;
+  std::unordered_map<int64_t, Cause> sched_stack_causes_;
   std::vector<CgroupSample> cgroup_;
   std::vector<NetSample> net_;
   std::vector<TcpEvent> tcp_;
