@@ -21,11 +21,10 @@ double mad(const std::vector<double>& values, double center) {
   std::vector<double> dev;
   dev.reserve(values.size());
   for (double v : values) dev.push_back(std::fabs(v - center));
-  return median(dev);
+  return median(std::move(dev));
 }
 
-// A window to attribute: [a, b] on the thread that sent the token at b. One is kept per token
-// gap of the trace (the typical profile), so it stays small.
+// A window to attribute: [a, b] on the thread that sent the token at b.
 struct Window {
   std::string_view kind;  // "ttft" or "tpot" (literals)
   size_t request = 0;  // index into the timeline
@@ -92,17 +91,21 @@ double input_of(const Request& r) {
   return r.input_tokens >= 0 ? static_cast<double>(r.input_tokens) : static_cast<double>(r.input_bytes);
 }
 
+// The outlier windows; every other token gap goes to on_typical(const Window&) as it is found
+// (a trace has millions: they are walked, not kept).
+template <class OnTypical>
 std::vector<Window> find_outliers(const Timeline& timeline, const std::vector<const Request*>& server,
                                   const report::OutlierConfig& config, report::TtftFit& fit,
-                                  std::vector<Window>& typical) {
+                                  OnTypical on_typical) {
   std::vector<Window> out;
   // TPOT: every gap against the pooled median + k * MAD, and an absolute floor.
   std::vector<double> gaps;
-  for (const Request& r : timeline.requests) {
-    auto g = r.gaps_ms();
-    gaps.insert(gaps.end(), g.begin(), g.end());
-  }
-  typical.reserve(gaps.size());  // nearly every gap is typical: no doubling at the peak
+  size_t gap_count = 0;
+  for (const Request& r : timeline.requests) gap_count += r.token_ns.size() > 1 ? r.token_ns.size() - 1 : 0;
+  gaps.reserve(gap_count);
+  for (const Request& r : timeline.requests)
+    for (size_t k = 1; k < r.token_ns.size(); ++k)
+      gaps.push_back((static_cast<double>(r.token_ns[k]) - static_cast<double>(r.token_ns[k - 1])) / 1e6);
   const double gap_median = median(gaps);
   const double gap_limit = std::max(gap_median + config.tpot_mad_k * mad(gaps, gap_median), config.tpot_floor_ms);
   // TTFT: against a*sqrt(input)+b fitted robustly (or the median when inputs do not vary).
@@ -139,7 +142,7 @@ std::vector<Window> find_outliers(const Timeline& timeline, const std::vector<co
     for (size_t k = 1; k < r.token_ns.size(); ++k) {
       Window w{"tpot", i, k, r.token_ns[k - 1], r.token_ns[k], r.token_ns[k - 1], token_thread(r, s, k), gap_median};
       if (ms(w.b - w.a) > gap_limit) out.push_back(w);
-      else typical.push_back(w);
+      else on_typical(w);
     }
   }
   return out;
@@ -364,10 +367,36 @@ void attribute(report::Report& report, const Timeline& timeline, const Timeline*
                const EvidenceStore& store, const std::set<uint32_t>& target_tgids,
                uint64_t target_start_mono_ns) {
   const auto matched = match_server(timeline, server);
-  std::vector<Window> typical;
-  std::vector<Window> windows = find_outliers(timeline, matched, report.outlier_config, report.ttft_fit, typical);
   report.attributed = !store.empty();
   Attributor attributor(store, target_tgids);
+  // The typical token: the same accounting over every gap that is not an outlier, summed as the
+  // gaps are found. Back-to-back typical gaps sent by one thread (a request's tokens between its
+  // outliers) are walked as one span: the same time, one walk instead of one per token, which
+  // was most of the analysis of a long trace. Splitting a span only prorates samples and short
+  // slices at more boundaries.
+  WindowAccount typical_sum;
+  typical_sum.with_evidence = false;  // only the times are summed: evidence for every gap was waste
+  uint64_t typical_ns = 0;
+  uint32_t run_tid = 0;
+  uint64_t run_a = 0, run_b = 0;
+  auto walk_run = [&] {
+    if (run_tid) attributor.account_into(typical_sum, run_tid, run_a, run_b);
+  };
+  auto on_typical = [&](const Window& w) {
+    if (!report.attributed || w.tid == 0) return;
+    if (w.tid == run_tid && w.a == run_b) {
+      run_b = w.b;
+    } else {
+      walk_run();
+      run_tid = w.tid;
+      run_a = w.a;
+      run_b = w.b;
+    }
+    typical_ns += w.b - w.a;
+    report.typical.windows++;
+  };
+  std::vector<Window> windows = find_outliers(timeline, matched, report.outlier_config, report.ttft_fit, on_typical);
+  walk_run();
   const uint64_t first_start = timeline.requests.empty() ? 0 : timeline.requests.front().start_ns;
   // The first request counts as "first since start" when the target started shortly before the
   // trace saw it (otherwise earlier requests may have warmed it up before we attached).
@@ -411,36 +440,9 @@ void attribute(report::Report& report, const Timeline& timeline, const Timeline*
     ends.push_back(w.b);
     report.outliers.push_back(std::move(o));
   }
-  // The typical token: the same accounting over every gap that is not an outlier.
   if (report.attributed) {
-    WindowAccount sum;
-    sum.with_evidence = false;  // only the times are summed: evidence for every typical gap was waste
-    uint64_t total = 0;
-    // Back-to-back typical gaps sent by one thread (a request's tokens between its outliers)
-    // are walked as one span: the same time, one walk instead of one per token, which was most
-    // of the analysis of a long trace. Splitting a span only prorates samples and short slices
-    // at more boundaries.
-    uint32_t run_tid = 0;
-    uint64_t run_a = 0, run_b = 0;
-    auto walk_run = [&] {
-      if (run_tid) attributor.account_into(sum, run_tid, run_a, run_b);
-    };
-    for (const Window& w : typical) {
-      if (w.tid == 0) continue;
-      if (w.tid == run_tid && w.a == run_b) {
-        run_b = w.b;
-      } else {
-        walk_run();
-        run_tid = w.tid;
-        run_a = w.a;
-        run_b = w.b;
-      }
-      total += w.b - w.a;
-      report.typical.windows++;
-    }
-    walk_run();
-    report.typical.total_ms = ms(total);
-    report.typical.causes = causes_of(sum, total);
+    report.typical.total_ms = ms(typical_ns);
+    report.typical.causes = causes_of(typical_sum, typical_ns);
     for (auto& c : report.typical.causes) c.evidence = nlohmann::json::object();
   }
   report.periodicity = find_period(ends);

@@ -83,7 +83,10 @@ void select_ranks(std::vector<double>& v, std::initializer_list<double> percents
     for (size_t r : {lo, std::min(lo + 1, v.size() - 1)}) {
       auto at = v.begin() + static_cast<std::ptrdiff_t>(r);
       if (at < from) continue;  // already placed by the previous selection
-      std::nth_element(from, at, v.end());
+      if (at == from)  // the smallest of the rest: a scan, not a selection
+        std::iter_swap(at, std::min_element(from, v.end()));
+      else
+        std::nth_element(from, at, v.end());
       from = at + 1;
     }
   }
