@@ -374,7 +374,7 @@ void Attributor::charge_runnable(const OffCpu& off, uint64_t a, uint64_t b, Wind
   const bool took = off.preempted && off.waker_tid != 0;
   nlohmann::json culprit = nlohmann::json::object();
   if (took || off.holder_tid != 0) {
-    culprit["culprit_comm"] = (took ? off.waker_comm : off.holder_comm).str();
+    culprit["culprit_comm"] = store_.comm_name(took ? off.waker_comm : off.holder_comm);
     culprit["culprit_pid"] = took ? off.waker_tgid : off.holder_tgid;
     culprit["culprit_tid"] = took ? off.waker_tid : off.holder_tid;
   }
@@ -443,7 +443,7 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
   if (cause == Cause::kGil) {
     acc.charge(Cause::kGil, len);
     if (ev)
-      note(acc, Cause::kGil, len, {{"method", store_.gil_method(t.tgid)}, {"holder_comm", off.waker_comm.str()}},
+      note(acc, Cause::kGil, len, {{"method", store_.gil_method(t.tgid)}, {"holder_comm", store_.comm_name(off.waker_comm)}},
          {{"wait_ms", ms(len)}, {"waits", std::max(1.0, gil_waits)}});
     return;
   }
@@ -459,7 +459,7 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
   //    Its running time is the lock's hold time for a lock wait, plain compute otherwise.
   if (!timed_out && off.waker_tid != t.tid && traced(off.waker_tid, off.waker_tgid) && depth < kMaxWakerDepth) {
     if (cause == Cause::kLockContention && ev) {
-      strings["holder_comm"] = off.waker_comm.str();
+      strings["holder_comm"] = store_.comm_name(off.waker_comm);
       strings["holder_pid"] = off.waker_tgid;
       strings["holder_tid"] = off.waker_tid;
       note(acc, Cause::kLockContention, len, std::move(strings), {{"waits", 1}});
@@ -476,12 +476,12 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
   acc.charge(cause, len);
   if (!ev) return;
   if (cause == Cause::kLockContention && off.waker_tid != 0) {
-    strings["holder_comm"] = off.waker_comm.str();
+    strings["holder_comm"] = store_.comm_name(off.waker_comm);
     strings["holder_pid"] = off.waker_tgid;
     strings["holder_tid"] = off.waker_tid;
   }
   if (cause == Cause::kUnknown && off.waker_tid != 0) {
-    strings["woken_by"] = fmt::format("{} ({})", off.waker_comm.str(), off.waker_tgid);
+    strings["woken_by"] = fmt::format("{} ({})", store_.comm_name(off.waker_comm), off.waker_tgid);
   }
   if (cause == Cause::kNetwork)
     note(acc, cause, len, std::move(strings), {{"send_ms", ms(len)}});

@@ -109,9 +109,10 @@ Cause classify_kernel_stack(const std::vector<std::string>& frames) {
 
 ThreadEvidence& EvidenceStore::thread_of(const ld_hdr& rec) {
   // unordered_map nodes never move, so the pointer stays valid as threads are added.
-  if (last_thread_ && last_thread_->tid == rec.tid && last_thread_->tgid == rec.tgid) return *last_thread_;
+  ThreadEvidence*& slot = thread_cache_[rec.tid % thread_cache_.size()];
+  if (slot && slot->tid == rec.tid && slot->tgid == rec.tgid) return *slot;
   ThreadEvidence& t = threads_[rec.tid];
-  last_thread_ = &t;
+  slot = &t;
   t.tid = rec.tid;
   t.tgid = rec.tgid;
   return t;
@@ -131,6 +132,20 @@ void EvidenceStore::name(uint32_t tid, uint32_t tgid, const char* comm) {
   }
 }
 
+uint32_t EvidenceStore::intern_comm(const char* comm) {
+  static_assert(LD_COMM_LEN == 16, "comms are compared as 16 bytes");
+  // The last two names seen answer most records (the wakers of a server are few).
+  for (const auto& [bytes, id] : last_comms_)
+    if (std::memcmp(bytes.data(), comm, LD_COMM_LEN) == 0) return id;
+  std::string name = comm_string(comm);
+  auto [it, added] = comm_ids_.try_emplace(name, static_cast<uint32_t>(comm_names_.size()));
+  if (added) comm_names_.push_back(std::move(name));
+  last_comms_[1] = last_comms_[0];
+  std::memcpy(last_comms_[0].first.data(), comm, LD_COMM_LEN);
+  last_comms_[0].second = it->second;
+  return it->second;
+}
+
 bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
   switch (rec.type) {
     case LD_EV_OFFCPU: {
@@ -147,9 +162,8 @@ bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
       o.waker_tgid = e->waker_tgid;
       o.holder_tid = e->holder_tid;
       o.holder_tgid = e->holder_tgid;
-      static_assert(sizeof o.waker_comm.bytes == LD_COMM_LEN);
-      std::memcpy(o.waker_comm.bytes.data(), e->waker_comm, LD_COMM_LEN);
-      std::memcpy(o.holder_comm.bytes.data(), e->holder_comm, LD_COMM_LEN);
+      o.waker_comm = intern_comm(e->waker_comm);
+      o.holder_comm = intern_comm(e->holder_comm);
       name(e->waker_tid, e->waker_tgid, e->waker_comm);
       name(e->holder_tid, e->holder_tgid, e->holder_comm);
       thread_of(rec).offcpu.push_back(std::move(o));
@@ -172,7 +186,8 @@ bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
       CpuSample s;
       s.ts_ns = rec.ts_ns;
       s.user_mode = e->user_mode != 0;
-      s.kstack_id = e->kstack_id;
+      // Stack map ids are small (< the map's size) and errors are small negatives.
+      s.kstack_id = e->kstack_id < INT32_MIN || e->kstack_id > INT32_MAX ? -1 : static_cast<int32_t>(e->kstack_id);
       thread_of(rec).samples.push_back(s);
       has_samples_ = true;
       break;

@@ -47,22 +47,16 @@ Cause cause_of_blocking_syscall(uint32_t nr);
 // Kernel stacks (symbolised, innermost first) classified by the code they were in.
 Cause classify_kernel_stack(const std::vector<std::string>& frames);
 
-// A task name as the kernel keeps it (TASK_COMM_LEN bytes, NUL-terminated when shorter). Kept
-// inline rather than as std::string: an OffCpu per context switch is the bulk of a trace's
-// evidence, and a trivially copyable record sorts and grows its vector with plain memcpy.
-struct Comm {
-  std::array<char, 16> bytes{};
-  std::string str() const { return std::string(bytes.data(), strnlen(bytes.data(), bytes.size())); }
-};
-
 struct OffCpu {
   uint64_t off_ns = 0, wake_ns = 0, on_ns = 0;
-  bool preempted = false;
-  uint32_t syscall_nr = ~0u;
   int64_t kstack_id = -1;
+  uint32_t syscall_nr = ~0u;
   uint32_t waker_tid = 0, waker_tgid = 0;
   uint32_t holder_tid = 0, holder_tgid = 0;
-  Comm waker_comm, holder_comm;
+  // Task names as interned ids (EvidenceStore::comm_name): an OffCpu per context switch is the
+  // bulk of a trace's evidence, and a few dozen distinct names repeat millions of times.
+  uint32_t waker_comm = 0, holder_comm = 0;
+  bool preempted = false;
 };
 
 struct SchedAgg {
@@ -88,11 +82,11 @@ struct Faults {
   uint32_t count = 0;
 };
 
-struct CpuSample {
+struct CpuSample {  // 16 bytes: a third of a trace's records are samples
   uint64_t ts_ns = 0;
+  int32_t kstack_id = -1;         // classified in finish(): stacks come at the end of a trace
   Cause cause = Cause::kCompute;  // compute for user mode or an ordinary kernel path
   bool user_mode = true;
-  int64_t kstack_id = -1;         // classified in finish(): stacks come at the end of a trace
 };
 
 struct Reclaim {
@@ -113,7 +107,7 @@ struct ThreadEvidence {
   std::string comm;  // when some record named it (as a waker or holder)
   util::BigVector<OffCpu> offcpu;
   util::BigVector<SchedAgg> aggs;
-  util::BigVector<Syscall> syscalls;
+  std::vector<Syscall> syscalls;
   util::BigVector<GilWait> gil_waits;
   util::BigVector<Faults> faults;
   util::BigVector<CpuSample> samples;
@@ -174,14 +168,21 @@ class EvidenceStore {
   const std::vector<FreqSample>& freq_samples() const { return freq_; }
   uint64_t retransmits_between(uint64_t a, uint64_t b) const;
   const std::vector<std::string>* kstack(uint32_t source, int64_t id) const;
+  const std::string& comm_name(uint32_t id) const { return comm_names_[id]; }  // OffCpu comms
   // classify_kernel_stack() of the sched probe's stack `id` (kUnknown when the trace lacks it),
   // classified once in finish(): blocked intervals ask for the same few stacks again and again.
   Cause blocked_stack_cause(int64_t id) const;
 
  private:
   ThreadEvidence& thread_of(const ld_hdr& rec);
-  ThreadEvidence* last_thread_ = nullptr;  // records come in runs per thread: skip the lookup
+  // Threads by tid modulo 256, in front of the map: a server's few busy threads answer nearly
+  // every record without a hash lookup.
+  std::array<ThreadEvidence*, 256> thread_cache_{};
   std::array<uint32_t, 2> recently_named_{~0u, ~0u};
+  uint32_t intern_comm(const char* comm);  // LD_COMM_LEN bytes -> id into comm_names_
+  std::vector<std::string> comm_names_{""};
+  std::unordered_map<std::string, uint32_t> comm_ids_{{"", 0}};
+  std::array<std::pair<std::array<char, 16>, uint32_t>, 2> last_comms_{};  // id 0 is "" (zeros)
   void name(uint32_t tid, uint32_t tgid, const char* comm);
 
   std::unordered_map<uint32_t, ThreadEvidence> threads_;

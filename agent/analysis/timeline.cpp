@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "events.h"
+#include "util/big_vector.hpp"
 
 namespace ld::analysis {
 
@@ -301,7 +302,7 @@ SegmentResult run_segment(const Segment& seg) {
 }
 
 // Splits one socket's time-ordered events at closes, peer EOFs and process exits.
-std::vector<Segment> split_segments(const SocketKey& key, const std::vector<Item>& items) {
+std::vector<Segment> split_segments(const SocketKey& key, const util::BigVector<Item>& items) {
   std::vector<Segment> segments;
   Segment current;
   bool open = false;
@@ -365,13 +366,13 @@ struct SocketTimelineBuilder::Impl {
   // carried only unclassified bytes (IPC between an API process and its engine, database
   // connections, the stress workload) can never change a request, and keeping them would make
   // memory grow with the event rate instead of with the number of requests.
-  std::map<SocketKey, std::vector<Item>> sockets;
+  std::map<SocketKey, util::BigVector<Item>> sockets;
   struct KeyHash {
     size_t operator()(const SocketKey& k) const noexcept {
       return std::hash<uint64_t>{}(k.second * 0x9E3779B97F4A7C15ULL ^ k.first);
     }
   };
-  std::unordered_map<SocketKey, std::vector<Item>*, KeyHash> index;  // into `sockets`
+  std::unordered_map<SocketKey, util::BigVector<Item>*, KeyHash> index;  // into `sockets`
   uint64_t unclassified_dropped = 0;
   std::map<uint32_t, std::vector<uint64_t>> process_exits;  // tgid -> exit times
   bool finished = false;
@@ -399,7 +400,7 @@ void SocketTimelineBuilder::add(const ld_sock_io& ev) {
       impl_->unclassified_dropped++;
       return;
     }
-    auto* items = &impl_->sockets.emplace(key, std::vector<Item>{}).first->second;
+    auto* items = &impl_->sockets.emplace(key, util::BigVector<Item>{}).first->second;
     found = impl_->index.emplace(key, items).first;
   }
   found->second->push_back(item);
@@ -449,7 +450,7 @@ Timeline SocketTimelineBuilder::finish() {
       if (!r.served) continue;
       served.push_back(std::move(r));
     }
-    std::vector<Item>().swap(items);  // release as we go
+    util::BigVector<Item>().swap(items);  // release as we go
   }
 
   assign_request_ids(served);
