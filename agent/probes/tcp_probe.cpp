@@ -1,6 +1,6 @@
 // tcp: connection churn of the targets (set-up, TIME_WAIT, close, retransmits) from
 // sock:inet_sock_set_state and tcp:tcp_retransmit_*, plus the namespace-wide counters of
-// /proc/PID/net/{netstat,snmp,sockstat} (listen overflows, TIME_WAIT count) every 250 ms.
+// /proc/PID/net/{netstat,snmp,sockstat} (listen overflows, TIME_WAIT count) every second.
 #include <sys/random.h>
 
 #include <bpf/bpf.h>
@@ -24,10 +24,13 @@
 namespace ld::probes {
 namespace {
 
-constexpr uint64_t kSampleEveryNs = 250'000'000;
+// Once a second: generating /proc/PID/net/netstat is not free, and a window's counters are
+// bracketed by the samples around it either way.
+constexpr uint64_t kSampleEveryNs = 1'000'000'000;
 // Listening sockets rarely change; new ones made by a target are added by the kernel side
-// at listen() already, so this scan only catches listeners that predate the recording.
-constexpr uint64_t kPortScanEveryNs = 1'000'000'000;
+// at listen() already, so this scan only catches listeners that predate the recording (it
+// reads every fd link of the targets: hundreds on a real server).
+constexpr uint64_t kPortScanEveryNs = 5'000'000'000;
 
 uint64_t random_u64() {
   uint64_t value = 0;
@@ -77,7 +80,7 @@ class TcpProbe : public Probe {
   std::string detail() const override {
     return fmt::format(
         "sock:inet_sock_set_state + tcp:tcp_retransmit_skb/synack on target sockets and "
-        "listening ports ({} found at start); /proc/PID/net counters every 250 ms; TIME_WAIT "
+        "listening ports ({} found at start); /proc/PID/net counters every second; TIME_WAIT "
         "entry inferred from FIN_WAIT2/CLOSING -> CLOSE",
         ports_at_start_);
   }

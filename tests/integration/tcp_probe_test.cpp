@@ -84,7 +84,8 @@ TEST(TcpProbe, ServerClosesFirstTimeWaitOnServerPort) {
   EXPECT_EQ(peers.size(), size_t(c.time_wait));
 
   auto samples = rec.of_type<ld_net_sample>(LD_EV_NET_SAMPLE);
-  ASSERT_GE(samples.size(), 3u);
+  // At least the baseline at attach and the sample at the end (one a second in between).
+  ASSERT_GE(samples.size(), 2u);
   uint64_t first = samples.front().tcp_timewait, peak = 0;
   for (const auto& s : samples) {
     EXPECT_EQ(s.hdr.tgid, uint32_t(wl.pid()));
