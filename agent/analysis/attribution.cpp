@@ -8,6 +8,7 @@
 
 #include "analysis/stats.hpp"
 #include "analysis/thread_tracks.hpp"
+#include "util/search.hpp"
 #include "events.h"
 
 namespace ld::analysis {
@@ -114,35 +115,6 @@ bool is_disk_kind(uint32_t kind) { return kind >= LD_SYS_FSYNC && kind <= LD_SYS
 bool is_futex_kind(uint32_t kind) { return kind == LD_SYS_FUTEX_WAIT || kind == LD_SYS_FUTEX_LOCK_PI; }
 bool is_sleep_kind(uint32_t kind) { return kind >= LD_SYS_NANOSLEEP && kind <= LD_SYS_POLL; }
 
-// std::partition_point(items, pred) for a pred true on a prefix, started from `hint`: the
-// previous answer for the same list. Windows are attributed in time order per thread (token
-// after token), so the answer is usually at or just after the hint, and a galloping search
-// from there costs a few comparisons where a binary search of a long recording costs ~20
-// cache misses. The result is the binary search's, wherever the hint points.
-template <class V, class Pred>
-size_t partition_from(const V& items, size_t& hint, Pred pred) {
-  const size_t n = items.size();
-  size_t lo = std::min(hint, n);
-  if (lo > 0 && !pred(items[lo - 1])) {  // the answer lies before the hint: search behind it
-    hint = static_cast<size_t>(std::partition_point(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(lo), pred) -
-                               items.begin());
-    return hint;
-  }
-  // Every item before lo satisfies pred; probe lo, lo+1, lo+3, lo+7, ... until one does not.
-  for (size_t step = 1; lo < n; step *= 2) {
-    const size_t probe = lo + std::min(step, n - lo) - 1;
-    if (!pred(items[probe])) {
-      hint = static_cast<size_t>(std::partition_point(items.begin() + static_cast<std::ptrdiff_t>(lo),
-                                                      items.begin() + static_cast<std::ptrdiff_t>(probe), pred) -
-                                 items.begin());
-      return hint;
-    }
-    lo = probe + 1;
-  }
-  hint = n;
-  return n;
-}
-
 // Items of a list sorted by start that overlap [a, b]. Calls and stalls longer than the
 // look-back are not found from windows that begin after their first minute (a 60 s epoll_wait
 // is classified from the scheduler's syscall number instead). `longest` (the list's longest
@@ -153,7 +125,7 @@ template <class V, class Start, class End, class F>
 void for_overlapping(const V& items, size_t& hint, uint64_t longest, uint64_t a, uint64_t b, Start start, End end,
                      F f) {
   const uint64_t look_back = std::min(kLookBackNs, longest);
-  size_t i = partition_from(items, hint, [&](const auto& item) { return start(item) + look_back < a; });
+  size_t i = util::partition_from(items, hint, [&](const auto& item) { return start(item) + look_back < a; });
   for (; i < items.size() && start(items[i]) < b; ++i)
     if (end(items[i]) > a) f(items[i]);
 }
@@ -208,7 +180,7 @@ void Attributor::walk(uint32_t tid, uint64_t a, uint64_t b, Cause running_as, in
     return;
   }
   const auto& offs = t->offcpu;
-  auto it = offs.begin() + static_cast<std::ptrdiff_t>(partition_from(
+  auto it = offs.begin() + static_cast<std::ptrdiff_t>(util::partition_from(
                                offs, cursors_[t->index].offcpu, [&](const OffCpu& o) { return o.on_ns <= a; }));
   uint64_t cursor = a;
   for (; it != offs.end() && it->off_ns < b; ++it) {
@@ -241,7 +213,7 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
   uint64_t short_runnable = 0;
   const uint64_t ends_by = b > ~0ULL - t->longest.aggs ? ~0ULL : b + t->longest.aggs;
   Cursors& cur = cursors_[t->index];
-  for (auto it = t->aggs.begin() + static_cast<std::ptrdiff_t>(partition_from(
+  for (auto it = t->aggs.begin() + static_cast<std::ptrdiff_t>(util::partition_from(
                                        t->aggs, cur.aggs, [&](const SchedAgg& g) { return g.end_ns <= a; }));
        it != t->aggs.end() && it->end_ns <= ends_by; ++it) {
     const SchedAgg& g = *it;
@@ -312,7 +284,7 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
   // On-CPU samples place the rest: page faults/zeroing, reclaim, sync, network in the kernel.
   std::array<uint32_t, kCauseCount> by_cause{};
   uint32_t samples = 0;
-  auto first = t->samples.begin() + static_cast<std::ptrdiff_t>(partition_from(
+  auto first = t->samples.begin() + static_cast<std::ptrdiff_t>(util::partition_from(
                                         t->samples, cur.samples, [&](const CpuSample& s) { return s.ts_ns < a; }));
   for (auto it = first; it != t->samples.end() && it->ts_ns < b; ++it) {
     if (covered.covers(it->ts_ns)) continue;

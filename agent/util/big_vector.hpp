@@ -65,7 +65,12 @@ class BigVector {
   }
 
   void push_back(const T& item) {
-    if (size_ == capacity_) grow(size_ + 1);
+    if (size_ == capacity_) {
+      const T copy = item;  // `item` may live in the buffer that grow() moves
+      grow(size_ + 1);
+      data_[size_++] = copy;
+      return;
+    }
     data_[size_++] = item;
   }
   template <class... Args>
