@@ -45,8 +45,12 @@ struct ld_inflight {
 	__u8 vec;
 };
 
+/* A plain (preallocated) hash, not an LRU one: every socket IO of the target
+ * updates and deletes here, and the LRU's list locking made enter+exit of a
+ * send cost several microseconds. A thread that dies inside a syscall leaves
+ * its entry behind: ld_task_exit removes it, and a reused tid overwrites it. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32); /* tid */
 	__type(value, struct ld_inflight);
@@ -307,9 +311,12 @@ int ld_task_exit(void *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	struct task_struct *task;
 	struct ld_task_exit *e;
+	__u32 tid;
 
 	if (!ld_is_target(id >> 32))
 		return 0;
+	tid = (__u32)id;
+	bpf_map_delete_elem(&ld_sock_inflight, &tid);
 	task = (struct task_struct *)bpf_get_current_task();
 	e = ld_reserve(LD_PROBE_SOCK, LD_EV_TASK_EXIT, sizeof(*e));
 	if (!e)
