@@ -51,6 +51,7 @@ struct RunningProbe {
   std::unique_ptr<Probe> probe;
   std::string status;  // attached | unavailable | disabled
   std::string reason;
+  double start_ms = 0;  // open + load + attach of this probe
 };
 
 }  // namespace
@@ -118,18 +119,26 @@ struct ProbeSession::Impl {
       RunningProbe running{&info, nullptr, "disabled", "not selected by --probes"};
       if (requested(info)) {
         auto probe = info.make();
+        uint64_t begin = host::monotonic_now_ns();
         try {
           probe->start(ctx);
+          running.start_ms = static_cast<double>(host::monotonic_now_ns() - begin) / 1e6;
           running.status = "attached";
           running.reason = probe->detail();
           running.probe = std::move(probe);
         } catch (const ProbeUnavailable& e) {
+          running.start_ms = static_cast<double>(host::monotonic_now_ns() - begin) / 1e6;
           running.status = "unavailable";
           running.reason = e.what();
         }
       }
       probes.push_back(std::move(running));
     }
+    if (options.verbose)
+      for (const auto& p : probes)
+        if (p.status != "disabled")
+          fmt::print(stderr, "latency-doctor: probe {} {} in {:.1f} ms\n", p.info->name, p.status,
+                     p.start_ms);
   }
 
   std::vector<ld_probe_counters> read_counters() const {
