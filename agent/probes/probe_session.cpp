@@ -14,6 +14,7 @@
 
 #include "events.h"
 #include "host/host_facts.hpp"
+#include "probes/core_btf.hpp"
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
 
@@ -114,23 +115,30 @@ struct ProbeSession::Impl {
   }
 
   void start_probes() {
-    ProbeContext ctx{options, {targets.get(), events.get(), counters.get(), wakeup.get()}, emitter()};
-    for (const auto& info : probe_registry()) {
+    // Made first, so that one kernel BTF parse serves every object they load.
+    std::vector<std::unique_ptr<Probe>> made;
+    for (const auto& info : probe_registry()) made.push_back(requested(info) ? info.make() : nullptr);
+    CoreBtf core = build_core_btf(made);
+    if (options.verbose) fmt::print(stderr, "latency-doctor: {}\n", core.note());
+
+    for (size_t i = 0; i < made.size(); ++i) {
+      const ProbeInfo& info = probe_registry()[i];
       RunningProbe running{&info, nullptr, "disabled", "not selected by --probes"};
-      if (requested(info)) {
-        auto probe = info.make();
+      if (auto& probe = made[i]) {
+        LIBBPF_OPTS(bpf_object_open_opts, open_opts, .btf_custom_path = core.path_for(info.name));
+        ProbeContext ctx{options, {targets.get(), events.get(), counters.get(), wakeup.get()},
+                         emitter(), &open_opts};
         uint64_t begin = host::monotonic_now_ns();
         try {
           probe->start(ctx);
-          running.start_ms = static_cast<double>(host::monotonic_now_ns() - begin) / 1e6;
           running.status = "attached";
           running.reason = probe->detail();
           running.probe = std::move(probe);
         } catch (const ProbeUnavailable& e) {
-          running.start_ms = static_cast<double>(host::monotonic_now_ns() - begin) / 1e6;
           running.status = "unavailable";
           running.reason = e.what();
         }
+        running.start_ms = static_cast<double>(host::monotonic_now_ns() - begin) / 1e6;
       }
       probes.push_back(std::move(running));
     }
@@ -139,6 +147,16 @@ struct ProbeSession::Impl {
         if (p.status != "disabled")
           fmt::print(stderr, "latency-doctor: probe {} {} in {:.1f} ms\n", p.info->name, p.status,
                      p.start_ms);
+  }
+
+  static CoreBtf build_core_btf(const std::vector<std::unique_ptr<Probe>>& made) {
+    std::vector<CoreObject> objects;
+    for (size_t i = 0; i < made.size(); ++i) {
+      size_t size = 0;
+      const void* elf = made[i] ? made[i]->bpf_object_elf(&size) : nullptr;
+      if (elf) objects.push_back({probe_registry()[i].name, elf, size});
+    }
+    return CoreBtf::build(objects);
   }
 
   std::vector<ld_probe_counters> read_counters() const {
