@@ -1,5 +1,8 @@
 #include "probes/probe_session.hpp"
 
+#include <libelf.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -7,8 +10,13 @@
 #include <bpf/libbpf.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <system_error>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -114,39 +122,89 @@ struct ProbeSession::Impl {
         throw_libbpf_error("shared maps", "configuring", -errno);
   }
 
+  // Starts the requested probes on a few threads: loading is mostly the kernel's verifier and
+  // libbpf's relocation, CPU work that is independent per object (the sock object alone
+  // verifies for ~200 ms). Statuses stay in registry order; a probe that cannot run here is
+  // unavailable with its own reason (libbpf's log is per thread) while the others go on; a
+  // fatal error (permission) stops further starts and is rethrown once all threads are done,
+  // so the probes already attached are detached by the session's destruction.
   void start_probes() {
+    const auto& registry = probe_registry();
     // Made first, so that one kernel BTF parse serves every object they load.
     std::vector<std::unique_ptr<Probe>> made;
-    for (const auto& info : probe_registry()) made.push_back(requested(info) ? info.make() : nullptr);
+    for (const auto& info : registry) made.push_back(requested(info) ? info.make() : nullptr);
     CoreBtf core = build_core_btf(made);
     if (options.verbose) fmt::print(stderr, "latency-doctor: {}\n", core.note());
 
-    for (size_t i = 0; i < made.size(); ++i) {
-      const ProbeInfo& info = probe_registry()[i];
-      RunningProbe running{&info, nullptr, "disabled", "not selected by --probes"};
-      if (auto& probe = made[i]) {
-        LIBBPF_OPTS(bpf_object_open_opts, open_opts, .btf_custom_path = core.path_for(info.name));
-        ProbeContext ctx{options, {targets.get(), events.get(), counters.get(), wakeup.get()},
-                         emitter(), &open_opts};
-        uint64_t begin = host::monotonic_now_ns();
-        try {
-          probe->start(ctx);
-          running.status = "attached";
-          running.reason = probe->detail();
-          running.probe = std::move(probe);
-        } catch (const ProbeUnavailable& e) {
-          running.status = "unavailable";
-          running.reason = e.what();
-        }
-        running.start_ms = static_cast<double>(host::monotonic_now_ns() - begin) / 1e6;
-      }
-      probes.push_back(std::move(running));
+    probes.clear();
+    for (const auto& info : registry)
+      probes.push_back(RunningProbe{&info, nullptr, "disabled", "not selected by --probes"});
+    std::vector<std::exception_ptr> fatal(made.size());
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    // Records made in user space while starting (tcp's baseline sample) may come from any of
+    // the threads; the sinks see them one at a time.
+    std::mutex emit_mutex;
+    EmitFn emit = [this, &emit_mutex](const ld_hdr& rec, size_t size) {
+      std::lock_guard lock(emit_mutex);
+      if (delivering) on_record(rec, size);
+    };
+    auto work = [&] {
+      for (size_t i; (i = next++) < made.size();)
+        if (made[i] && !failed) start_one(made[i], probes[i], core, emit, fatal[i], failed);
+    };
+
+    elf_version(EV_CURRENT);  // libelf's one-time setup, before libbpf calls it from threads
+    size_t wanted = std::count_if(made.begin(), made.end(), [](const auto& p) { return p != nullptr; });
+    size_t threads_max = std::clamp<size_t>(std::thread::hardware_concurrency(), 2, 4);
+    std::vector<std::thread> threads;
+    try {
+      while (threads.size() < std::min(wanted, threads_max))
+        threads.emplace_back([&work] {
+          // SIGINT/SIGTERM go to the main thread (the recorder's handler); these only load.
+          sigset_t stop;
+          sigemptyset(&stop);
+          sigaddset(&stop, SIGINT);
+          sigaddset(&stop, SIGTERM);
+          pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+          work();
+        });
+    } catch (const std::system_error&) {
+      // No more threads: this one takes its share (or all of it).
     }
+    if (threads.empty()) work();
+    for (auto& t : threads) t.join();
+    for (auto& e : fatal)
+      if (e) std::rethrow_exception(e);
+
     if (options.verbose)
       for (const auto& p : probes)
         if (p.status != "disabled")
           fmt::print(stderr, "latency-doctor: probe {} {} in {:.1f} ms\n", p.info->name, p.status,
                      p.start_ms);
+  }
+
+  void start_one(std::unique_ptr<Probe>& probe, RunningProbe& running, const CoreBtf& core,
+                 const EmitFn& emit, std::exception_ptr& fatal, std::atomic<bool>& failed) {
+    LIBBPF_OPTS(bpf_object_open_opts, open_opts,
+                .btf_custom_path = core.path_for(running.info->name));
+    ProbeContext ctx{options, {targets.get(), events.get(), counters.get(), wakeup.get()}, emit,
+                     &open_opts};
+    uint64_t begin = host::monotonic_now_ns();
+    try {
+      probe->start(ctx);
+      running.status = "attached";
+      running.reason = probe->detail();
+      running.probe = std::move(probe);
+    } catch (const ProbeUnavailable& e) {
+      running.status = "unavailable";
+      running.reason = e.what();
+    } catch (...) {
+      fatal = std::current_exception();
+      failed = true;
+    }
+    probe.reset();  // one that did not start is torn down here: nothing of it stays attached
+    running.start_ms = static_cast<double>(host::monotonic_now_ns() - begin) / 1e6;
   }
 
   static CoreBtf build_core_btf(const std::vector<std::unique_ptr<Probe>>& made) {
