@@ -61,6 +61,7 @@ struct RunningProbe {
   std::string status;  // attached | unavailable | disabled
   std::string reason;
   double start_ms = 0;  // open + load + attach of this probe
+  double began_ms = 0;  // when that began, from the session's start (for --verbose)
 };
 
 }  // namespace
@@ -130,6 +131,7 @@ struct ProbeSession::Impl {
   // so the probes already attached are detached by the session's destruction.
   void start_probes() {
     const auto& registry = probe_registry();
+    const uint64_t session_begin = host::monotonic_now_ns();
     // Made first, so that one kernel BTF parse serves every object they load.
     std::vector<std::unique_ptr<Probe>> made;
     for (const auto& info : registry) made.push_back(requested(info) ? info.make() : nullptr);
@@ -151,7 +153,10 @@ struct ProbeSession::Impl {
     };
     auto work = [&] {
       for (size_t i; (i = next++) < made.size();)
-        if (made[i] && !failed) start_one(made[i], probes[i], core, emit, fatal[i], failed);
+        if (made[i] && !failed) {
+          probes[i].began_ms = static_cast<double>(host::monotonic_now_ns() - session_begin) / 1e6;
+          start_one(made[i], probes[i], core, emit, fatal[i], failed);
+        }
     };
 
     elf_version(EV_CURRENT);  // libelf's one-time setup, before libbpf calls it from threads
@@ -180,8 +185,8 @@ struct ProbeSession::Impl {
     if (options.verbose)
       for (const auto& p : probes)
         if (p.status != "disabled")
-          fmt::print(stderr, "latency-doctor: probe {} {} in {:.1f} ms\n", p.info->name, p.status,
-                     p.start_ms);
+          fmt::print(stderr, "latency-doctor: probe {} {} in {:.1f} ms (at +{:.1f} ms)\n",
+                     p.info->name, p.status, p.start_ms, p.began_ms);
   }
 
   void start_one(std::unique_ptr<Probe>& probe, RunningProbe& running, const CoreBtf& core,
