@@ -15,7 +15,6 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
-#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -174,8 +173,8 @@ struct ProbeSession::Impl {
           pthread_sigmask(SIG_BLOCK, &stop, nullptr);
           work();
         });
-    } catch (const std::system_error&) {
-      // No more threads: this one takes its share (or all of it).
+    } catch (...) {
+      // No (more) threads: the ones made do the work, or this thread does it all.
     }
     if (threads.empty()) work();
     for (auto& t : threads) t.join();
