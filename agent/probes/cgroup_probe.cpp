@@ -74,7 +74,9 @@ class CgroupProbe : public Probe {
       reason = unavailable_reason(tgid, dirs);
     }
     if (!reason.empty()) throw ProbeUnavailable(reason);
-    resolve();
+    // The baseline sample, taken before start() returns (the sampler thread may be scheduled
+    // late): counters are cumulative, and a reader wants their value at attach.
+    sample_all();
     sampler_ = std::thread([this] { run(); });
   }
 

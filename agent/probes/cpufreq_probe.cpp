@@ -24,6 +24,8 @@ constexpr uint64_t kRepeatEveryNs = 1'000'000'000;
 
 class CpufreqProbe : public Probe {
  public:
+  const void* bpf_object_elf(size_t* size) const override { return cpufreq_bpf__elf_bytes(size); }
+
   void start(ProbeContext& ctx) override {
     if (!host::has_cpufreq(""))
       throw ProbeUnavailable(
@@ -51,7 +53,7 @@ class CpufreqProbe : public Probe {
  private:
   // The tracepoint is a bonus: without it the sysfs sampler still works.
   void attach_tracepoint(ProbeContext& ctx) {
-    skel_.reset(cpufreq_bpf__open());
+    skel_.reset(cpufreq_bpf__open_opts(ctx.open_opts));
     if (!skel_) {
       tracepoint_error_ = "cannot open the BPF object";
       return;

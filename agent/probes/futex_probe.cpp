@@ -21,8 +21,10 @@ bool syscall_tracepoint_exists(const std::string& name) {
 
 class FutexProbe : public Probe {
  public:
+  const void* bpf_object_elf(size_t* size) const override { return futex_bpf__elf_bytes(size); }
+
   void start(ProbeContext& ctx) override {
-    skel_.reset(futex_bpf__open());
+    skel_.reset(futex_bpf__open_opts(ctx.open_opts));
     if (!skel_) throw_libbpf_error("futex", "opening", errno);
     use_shared_maps(skel_->obj, ctx.shared);
     skel_->rodata->ld_futex_min_ns = kMinWaitNs;

@@ -99,8 +99,10 @@ class GilProbe : public Probe {
     if (exit_tp_) bpf_link__destroy(exit_tp_);
   }
 
+  const void* bpf_object_elf(size_t* size) const override { return gil_bpf__elf_bytes(size); }
+
   void start(ProbeContext& ctx) override {
-    skel_.reset(gil_bpf__open());
+    skel_.reset(gil_bpf__open_opts(ctx.open_opts));
     if (!skel_) throw_libbpf_error("gil", "opening", errno);
     use_shared_maps(skel_->obj, ctx.shared);
     if (int err = gil_bpf__load(skel_.get())) throw_libbpf_error("gil", "loading", err);

@@ -6,6 +6,7 @@
 #include <bpf/bpf.h>
 
 #include <cstring>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@ namespace ld::probes {
 namespace {
 
 int g_kallsyms_fd = -1;
+std::once_flag g_kallsyms_open;  // sched and perf may start on two threads at once
 
 std::string read_all(int fd) {
   std::string text;
@@ -30,7 +32,8 @@ std::string read_all(int fd) {
 }  // namespace
 
 void open_kernel_symbols() {
-  if (g_kallsyms_fd < 0) g_kallsyms_fd = open("/proc/kallsyms", O_RDONLY | O_CLOEXEC);
+  std::call_once(g_kallsyms_open,
+                 [] { g_kallsyms_fd = open("/proc/kallsyms", O_RDONLY | O_CLOEXEC); });
 }
 
 const Kallsyms& kernel_symbols() {

@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstring>
-#include <mutex>
 
 #include <fmt/format.h>
 
@@ -17,15 +16,14 @@ namespace ld::probes {
 namespace {
 
 bool g_verbose = false;
-std::string g_last_error;
-std::mutex g_mutex;
+// Per thread: probes may load in parallel, and a probe's error must be its own libbpf warning.
+thread_local std::string g_last_error;
 
 int libbpf_log(enum libbpf_print_level level, const char* format, va_list args) {
   char line[1024];
   vsnprintf(line, sizeof(line), format, args);
   if (g_verbose) fputs(line, stderr);
   if (level == LIBBPF_WARN) {
-    std::lock_guard lock(g_mutex);
     g_last_error = line;
     while (!g_last_error.empty() && g_last_error.back() == '\n') g_last_error.pop_back();
   }
@@ -45,10 +43,7 @@ void set_libbpf_verbose(bool verbose) {
   libbpf_set_print(libbpf_log);
 }
 
-std::string libbpf_last_error() {
-  std::lock_guard lock(g_mutex);
-  return g_last_error;
-}
+std::string libbpf_last_error() { return g_last_error; }
 
 void throw_libbpf_error(const std::string& probe, const char* step, int err) {
   err = err < 0 ? -err : err;

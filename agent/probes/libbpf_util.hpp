@@ -25,7 +25,8 @@ using SkelPtr = std::unique_ptr<Skel, SkelDeleter<Skel, Destroy>>;
 // kernel lacks (config or architecture) instead of failing to load.
 bool tracepoint_exists(const std::string& category, const std::string& name);
 
-// The last warning libbpf printed (its log is quiet unless --verbose).
+// The last warning libbpf printed on this thread (its log is quiet unless --verbose). The
+// print callback is thread-safe: probes may be loaded on several threads at once.
 std::string libbpf_last_error();
 void set_libbpf_verbose(bool verbose);
 

@@ -50,8 +50,10 @@ std::vector<std::pair<uint32_t, V>> dump_map(int fd) {
 
 class MemoryProbe : public Probe {
  public:
+  const void* bpf_object_elf(size_t* size) const override { return memory_bpf__elf_bytes(size); }
+
   void start(ProbeContext& ctx) override {
-    skel_.reset(memory_bpf__open());
+    skel_.reset(memory_bpf__open_opts(ctx.open_opts));
     if (!skel_) throw_libbpf_error("memory", "opening", errno);
     use_shared_maps(skel_->obj, ctx.shared);
     skel_->rodata->ld_mem_min_bytes = kMinBytes;

@@ -42,8 +42,10 @@ class PerfProbe : public Probe {
     for (bpf_link* link : links_) bpf_link__destroy(link);  // also closes the perf fd
   }
 
+  const void* bpf_object_elf(size_t* size) const override { return perf_bpf__elf_bytes(size); }
+
   void start(ProbeContext& ctx) override {
-    skel_.reset(perf_bpf__open());
+    skel_.reset(perf_bpf__open_opts(ctx.open_opts));
     if (!skel_) throw_libbpf_error("perf", "opening", errno);
     use_shared_maps(skel_->obj, ctx.shared);
     if (int err = perf_bpf__load(skel_.get())) throw_libbpf_error("perf", "loading", err);

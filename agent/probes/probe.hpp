@@ -4,6 +4,7 @@
 // with the reason, and the others go on.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <vector>
 
 struct bpf_object;
+struct bpf_object_open_opts;
 struct ld_hdr;
 
 namespace ld::probes {
@@ -41,14 +43,21 @@ using EmitFn = std::function<void(const ld_hdr& record, size_t size)>;
 struct ProbeContext {
   const ProbeOptions& options;
   SharedMaps shared;
-  EmitFn emit;  // for records made in user space (samples, stack tables)
+  EmitFn emit;  // for records made in user space (samples, stack tables); thread-safe
+  // For NAME_bpf__open_opts(): the session's shared CO-RE BTF (core_btf.hpp), or null.
+  const bpf_object_open_opts* open_opts = nullptr;
 };
 
 class Probe {
  public:
   virtual ~Probe() = default;
-  // Opens, loads and attaches. Throws ProbeUnavailable (kernel lacks it: the session goes
-  // on without this probe) or ProbeError (e.g. permission: the session fails).
+  // The BPF object this probe loads (the skeleton's NAME_bpf__elf_bytes), or null: the session
+  // reads its CO-RE relocations to build one shared kernel BTF before any probe starts.
+  virtual const void* bpf_object_elf(size_t* size) const { return nullptr; }
+  // Opens (with ctx.open_opts), loads and attaches. Throws ProbeUnavailable (kernel lacks it:
+  // the session goes on without this probe) or ProbeError (e.g. permission: the session
+  // fails). Probes start in parallel: start() may touch only its own probe and thread-safe
+  // state.
   virtual void start(ProbeContext& ctx) = 0;
   // About every 100 ms from the poll loop: user-space sampling, housekeeping.
   virtual void tick(uint64_t now_mono_ns, const EmitFn& emit) {}

@@ -1,5 +1,8 @@
 #include "probes/probe_session.hpp"
 
+#include <libelf.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -7,13 +10,18 @@
 #include <bpf/libbpf.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "events.h"
 #include "host/host_facts.hpp"
+#include "probes/core_btf.hpp"
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
 
@@ -51,6 +59,8 @@ struct RunningProbe {
   std::unique_ptr<Probe> probe;
   std::string status;  // attached | unavailable | disabled
   std::string reason;
+  double start_ms = 0;  // open + load + attach of this probe
+  double began_ms = 0;  // when that began, from the session's start (for --verbose)
 };
 
 }  // namespace
@@ -112,24 +122,103 @@ struct ProbeSession::Impl {
         throw_libbpf_error("shared maps", "configuring", -errno);
   }
 
+  // Starts the requested probes on a few threads: loading is mostly the kernel's verifier and
+  // libbpf's relocation, CPU work that is independent per object (the sock object alone
+  // verifies for ~200 ms). Statuses stay in registry order; a probe that cannot run here is
+  // unavailable with its own reason (libbpf's log is per thread) while the others go on; a
+  // fatal error (permission) stops further starts and is rethrown once all threads are done,
+  // so the probes already attached are detached by the session's destruction.
   void start_probes() {
-    ProbeContext ctx{options, {targets.get(), events.get(), counters.get(), wakeup.get()}, emitter()};
-    for (const auto& info : probe_registry()) {
-      RunningProbe running{&info, nullptr, "disabled", "not selected by --probes"};
-      if (requested(info)) {
-        auto probe = info.make();
-        try {
-          probe->start(ctx);
-          running.status = "attached";
-          running.reason = probe->detail();
-          running.probe = std::move(probe);
-        } catch (const ProbeUnavailable& e) {
-          running.status = "unavailable";
-          running.reason = e.what();
+    const auto& registry = probe_registry();
+    const uint64_t session_begin = host::monotonic_now_ns();
+    // Made first, so that one kernel BTF parse serves every object they load.
+    std::vector<std::unique_ptr<Probe>> made;
+    for (const auto& info : registry) made.push_back(requested(info) ? info.make() : nullptr);
+    CoreBtf core = build_core_btf(made);
+    if (options.verbose) fmt::print(stderr, "latency-doctor: {}\n", core.note());
+
+    probes.clear();
+    for (const auto& info : registry)
+      probes.push_back(RunningProbe{&info, nullptr, "disabled", "not selected by --probes"});
+    std::vector<std::exception_ptr> fatal(made.size());
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    // Records made in user space while starting (tcp's baseline sample) may come from any of
+    // the threads; the sinks see them one at a time.
+    std::mutex emit_mutex;
+    EmitFn emit = [this, &emit_mutex](const ld_hdr& rec, size_t size) {
+      std::lock_guard lock(emit_mutex);
+      if (delivering) on_record(rec, size);
+    };
+    auto work = [&] {
+      for (size_t i; (i = next++) < made.size();)
+        if (made[i] && !failed) {
+          probes[i].began_ms = static_cast<double>(host::monotonic_now_ns() - session_begin) / 1e6;
+          start_one(made[i], probes[i], core, emit, fatal[i], failed);
         }
-      }
-      probes.push_back(std::move(running));
+    };
+
+    elf_version(EV_CURRENT);  // libelf's one-time setup, before libbpf calls it from threads
+    size_t wanted = std::count_if(made.begin(), made.end(), [](const auto& p) { return p != nullptr; });
+    size_t threads_max = std::clamp<size_t>(std::thread::hardware_concurrency(), 2, 4);
+    std::vector<std::thread> threads;
+    try {
+      while (threads.size() < std::min(wanted, threads_max))
+        threads.emplace_back([&work] {
+          // SIGINT/SIGTERM go to the main thread (the recorder's handler); these only load.
+          sigset_t stop;
+          sigemptyset(&stop);
+          sigaddset(&stop, SIGINT);
+          sigaddset(&stop, SIGTERM);
+          pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+          work();
+        });
+    } catch (...) {
+      // No (more) threads: the ones made do the work, or this thread does it all.
     }
+    if (threads.empty()) work();
+    for (auto& t : threads) t.join();
+    for (auto& e : fatal)
+      if (e) std::rethrow_exception(e);
+
+    if (options.verbose)
+      for (const auto& p : probes)
+        if (p.status != "disabled")
+          fmt::print(stderr, "latency-doctor: probe {} {} in {:.1f} ms (at +{:.1f} ms)\n",
+                     p.info->name, p.status, p.start_ms, p.began_ms);
+  }
+
+  void start_one(std::unique_ptr<Probe>& probe, RunningProbe& running, const CoreBtf& core,
+                 const EmitFn& emit, std::exception_ptr& fatal, std::atomic<bool>& failed) {
+    LIBBPF_OPTS(bpf_object_open_opts, open_opts,
+                .btf_custom_path = core.path_for(running.info->name));
+    ProbeContext ctx{options, {targets.get(), events.get(), counters.get(), wakeup.get()}, emit,
+                     &open_opts};
+    uint64_t begin = host::monotonic_now_ns();
+    try {
+      probe->start(ctx);
+      running.status = "attached";
+      running.reason = probe->detail();
+      running.probe = std::move(probe);
+    } catch (const ProbeUnavailable& e) {
+      running.status = "unavailable";
+      running.reason = e.what();
+    } catch (...) {
+      fatal = std::current_exception();
+      failed = true;
+    }
+    probe.reset();  // one that did not start is torn down here: nothing of it stays attached
+    running.start_ms = static_cast<double>(host::monotonic_now_ns() - begin) / 1e6;
+  }
+
+  static CoreBtf build_core_btf(const std::vector<std::unique_ptr<Probe>>& made) {
+    std::vector<CoreObject> objects;
+    for (size_t i = 0; i < made.size(); ++i) {
+      size_t size = 0;
+      const void* elf = made[i] ? made[i]->bpf_object_elf(&size) : nullptr;
+      if (elf) objects.push_back({probe_registry()[i].name, elf, size});
+    }
+    return CoreBtf::build(objects);
   }
 
   std::vector<ld_probe_counters> read_counters() const {

@@ -17,8 +17,10 @@ namespace {
 
 class ReclaimProbe : public Probe {
  public:
+  const void* bpf_object_elf(size_t* size) const override { return reclaim_bpf__elf_bytes(size); }
+
   void start(ProbeContext& ctx) override {
-    skel_.reset(reclaim_bpf__open());
+    skel_.reset(reclaim_bpf__open_opts(ctx.open_opts));
     if (!skel_) throw_libbpf_error("reclaim", "opening", errno);
     use_shared_maps(skel_->obj, ctx.shared);
     auto& p = skel_->progs;

@@ -40,8 +40,10 @@ struct ThreadState {
 
 class SchedProbe : public Probe {
  public:
+  const void* bpf_object_elf(size_t* size) const override { return sched_bpf__elf_bytes(size); }
+
   void start(ProbeContext& ctx) override {
-    skel_.reset(sched_bpf__open());
+    skel_.reset(sched_bpf__open_opts(ctx.open_opts));
     if (!skel_) throw_libbpf_error("sched", "opening", errno);
     use_shared_maps(skel_->obj, ctx.shared);
     skel_->rodata->ld_offcpu_min_ns = kOffcpuMinNs;

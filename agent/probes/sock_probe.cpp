@@ -19,8 +19,10 @@ uint64_t random_u64() {
 
 class SockProbe : public Probe {
  public:
+  const void* bpf_object_elf(size_t* size) const override { return sock_bpf__elf_bytes(size); }
+
   void start(ProbeContext& ctx) override {
-    skel_.reset(sock_bpf__open());
+    skel_.reset(sock_bpf__open_opts(ctx.open_opts));
     if (!skel_) throw_libbpf_error("sock", "opening", errno);
     use_shared_maps(skel_->obj, ctx.shared);
     // sock_id hides kernel addresses: a per-run key mixed into the struct sock pointer.

@@ -40,9 +40,11 @@ uint64_t random_u64() {
 
 class TcpProbe : public Probe {
  public:
+  const void* bpf_object_elf(size_t* size) const override { return tcp_bpf__elf_bytes(size); }
+
   void start(ProbeContext& ctx) override {
     targets_.assign(ctx.options.tgids.begin(), ctx.options.tgids.end());
-    skel_.reset(tcp_bpf__open());
+    skel_.reset(tcp_bpf__open_opts(ctx.open_opts));
     if (!skel_) throw_libbpf_error("tcp", "opening", errno);
     use_shared_maps(skel_->obj, ctx.shared);
     skel_->rodata->ld_sock_id_key = random_u64();

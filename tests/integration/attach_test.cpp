@@ -193,6 +193,34 @@ TEST(RootAttach, SigintStillPrintsTheReportAndLeavesNothingLoaded) {
   EXPECT_EQ(loaded_ld_programs_settled(before), before);
 }
 
+// SIGINT while the probes are still loading (on several threads): the attach completes, the
+// recording stops at once with a report, and every program is gone afterwards.
+TEST(RootAttach, SigintWhileLoadingStillReportsAndLeavesNothingLoaded) {
+  REQUIRE_BPF();
+  Server server({"--token-ms", "5", "--tokens", "5"});
+  ASSERT_GT(server.port, 0);
+  int before = loaded_ld_programs();
+  Child agent({kAgent, "attach", "--pid", std::to_string(server.proc->pid()), "--duration", "5m",
+               "--format", "json"});
+  // The first of our programs in the kernel: the agent is inside the loading, past installing
+  // its signal handlers.
+  auto until = std::chrono::steady_clock::now() + 20s;
+  while (loaded_ld_programs() <= before && std::chrono::steady_clock::now() < until &&
+         !agent.wait(0ms))
+    std::this_thread::sleep_for(5ms);
+  bool mid_attach = agent.err().find("attached to pid") == std::string::npos;
+  agent.signal(SIGINT);
+  auto code = agent.wait(20s);
+  ASSERT_TRUE(code.has_value()) << "attach did not stop on SIGINT";
+  EXPECT_EQ(*code, 0) << agent.err();
+  json report = json::parse(agent.out(), nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << agent.out();
+  EXPECT_EQ(report["schema"], "latency-doctor/report/v1");
+  EXPECT_NE(agent.err().find("attached to pid"), std::string::npos) << agent.err();
+  EXPECT_EQ(loaded_ld_programs_settled(before), before);
+  if (!mid_attach) std::printf("note: the signal came after the attach had finished\n");
+}
+
 TEST(RootAttach, Sigkill_LeavesNothingLoaded) {
   REQUIRE_BPF();
   Server server({"--token-ms", "5"});

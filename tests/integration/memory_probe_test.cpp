@@ -126,7 +126,7 @@ TEST(MemoryProbe, OpenBatchesAreFlushedAtTheEnd) {
   while (agent.err().find("attached to pid") == std::string::npos &&
          std::chrono::steady_clock::now() < until && !agent.wait(0ms))
     std::this_thread::sleep_for(20ms);
-  wl.signal(SIGUSR1);
+  ld::test::release_workload(wl);
   ASSERT_EQ(agent.wait(30s).value_or(-1), 0) << agent.err();
   EXPECT_FALSE(wl.wait(0ms).has_value()) << "the workload must outlive the recording";
   ld::test::Recorded rec;

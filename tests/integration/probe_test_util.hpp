@@ -7,6 +7,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -37,6 +38,34 @@ inline std::string bpf_skip_reason() {
   if (geteuid() != 0) return "needs root (CAP_BPF, CAP_PERFMON) to load BPF programs";
   if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) return "kernel has no BTF (/sys/kernel/btf/vmlinux)";
   return "";
+}
+
+// Sends SIGUSR1 once `target` is ready for it (ld::wl::wait_for_go: SIGUSR1 blocked, or the
+// thread asleep in sigwait, which unblocks it while waiting): sent earlier, it would kill a
+// workload still starting up, and the agent may well be attached before the workload gets to
+// main().
+inline void release_workload(Child& target) {
+  std::string proc = "/proc/" + std::to_string(target.pid());
+  unsigned long long usr1 = 1ULL << (SIGUSR1 - 1);
+  auto ready = [&] {
+    unsigned long long blocked = 0;
+    if (FILE* f = std::fopen((proc + "/status").c_str(), "r")) {
+      char line[256];
+      while (std::fgets(line, sizeof(line), f)) std::sscanf(line, "SigBlk: %llx", &blocked);
+      std::fclose(f);
+    }
+    long nr = -1;
+    if (FILE* f = std::fopen((proc + "/syscall").c_str(), "r")) {
+      if (std::fscanf(f, "%ld", &nr) != 1) nr = -1;
+      std::fclose(f);
+    }
+    return (blocked & usr1) != 0 || nr == SYS_rt_sigtimedwait;
+  };
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < until && !target.wait(std::chrono::milliseconds(0)) &&
+         !ready())
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  target.signal(SIGUSR1);
 }
 
 struct Recorded {
@@ -84,7 +113,7 @@ inline Recorded record_workload(Child& target, const std::string& probes,
   while (agent.err().find("attached to pid") == std::string::npos &&
          std::chrono::steady_clock::now() < until && !agent.wait(0ms))
     std::this_thread::sleep_for(20ms);
-  target.signal(SIGUSR1);
+  release_workload(target);
   if (!target.wait(limit)) target.signal(SIGKILL);
   auto code = agent.wait(30s);
   if (!code) {
