@@ -95,8 +95,8 @@ struct ProbeSession::Impl {
     };
   }
 
-  bool requested(const ProbeInfo& info) const {
-    if (options.probes.empty()) return info.in_all;
+  bool requested(const ProbeInfo& info, bool extra) const {
+    if (options.probes.empty()) return info.in_all && !extra;
     return std::find(options.probes.begin(), options.probes.end(), info.name) != options.probes.end();
   }
 
@@ -114,9 +114,14 @@ struct ProbeSession::Impl {
 
   void start_probes() {
     ProbeContext ctx{options, {targets.get(), events.get(), counters.get(), wakeup.get()}, emitter()};
-    for (const auto& info : probe_registry()) {
+    std::vector<const ProbeInfo*> all;
+    for (const auto& info : probe_registry()) all.push_back(&info);
+    const size_t registry_size = all.size();
+    for (const auto& info : options.extra_probes) all.push_back(&info);  // options outlives probes
+    for (size_t i = 0; i < all.size(); ++i) {
+      const ProbeInfo& info = *all[i];
       RunningProbe running{&info, nullptr, "disabled", "not selected by --probes"};
-      if (requested(info)) {
+      if (requested(info, i >= registry_size)) {
         auto probe = info.make();
         try {
           probe->start(ctx);
