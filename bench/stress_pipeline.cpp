@@ -147,10 +147,10 @@ struct ProducerResult {
   std::string error;
 };
 
-// Paced: at every moment, emit what the rate says is due (in runs of at most `batch`); when
-// caught up, sleep until a whole batch is due again (on a VM, every sleep and wake-up costs a
-// timer reprogramming exit, so short naps would make the producer, not the pipeline, the
-// cost). Falls behind (and says so in `achieved`) when it cannot keep the pace.
+// Paced: one run of `batch` records whenever that many are due by the rate, else sleep until
+// they are. Whole batches only: every run is a bpf(2) call and every sleep a timer (a VM exit
+// here), so catching up in small runs would make the producer, not the pipeline, the cost.
+// Falls behind (and says so in `achieved`) when it cannot keep the pace.
 void produce(Shared& shared, double rate, double seconds, uint32_t batch, pid_t target,
              ProducerResult& out) {
   int fd;
@@ -167,14 +167,14 @@ void produce(Shared& shared, double rate, double seconds, uint32_t batch, pid_t 
     uint64_t now = now_ns();
     if (now >= end) break;
     uint64_t due = static_cast<uint64_t>(static_cast<double>(now - out.start_ns) / 1e9 * rate);
-    if (sent >= due) {
+    if (sent + batch > due) {
       const double wait_s = static_cast<double>(sent + batch - due) / rate;
       const auto wait_ns = static_cast<long>(std::clamp(wait_s, 20e-6, 10e-3) * 1e9);
       timespec pause{0, wait_ns};
       nanosleep(&pause, nullptr);
       continue;
     }
-    uint64_t n = std::min<uint64_t>(due - sent, batch);
+    const uint64_t n = batch;
     uint64_t args[2] = {n, sent};
     LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = args, .ctx_size_in = sizeof(args));
     if (int err = bpf_prog_test_run_opts(fd, &opts)) {
