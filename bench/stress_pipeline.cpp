@@ -15,7 +15,8 @@
 //
 // record() needs a target process: a child that only waits. The producer kills it when done,
 // so the recording stops on target-exit, drains the ring buffer and writes the trailer, as a
-// recording of a real workload does.
+// recording of a real workload does. SIGINT/SIGTERM stop the producer early, the same way:
+// every record it submitted is still drained and counted (nothing stays loaded either way).
 //
 // Prints "key value" lines on stdout: asked, achieved (records/s submitted), submitted,
 // written (records that reached the ring buffer: submitted - dropped), dropped (ring buffer
@@ -138,6 +139,9 @@ class StressProbe : public Probe {
   ld::probes::SkelPtr<bench_stress_bpf, bench_stress_bpf__destroy> skel_;
 };
 
+volatile sig_atomic_t g_stop = 0;
+void on_stop_signal(int) { g_stop = 1; }
+
 struct ProducerResult {
   uint64_t asked_records = 0;  // records the runs were asked to emit
   uint64_t runs = 0;
@@ -163,7 +167,7 @@ void produce(Shared& shared, double rate, double seconds, uint32_t batch, pid_t 
   out.start_ns = now_ns();
   const uint64_t end = out.start_ns + static_cast<uint64_t>(seconds * 1e9);
   uint64_t sent = 0;
-  while (fd >= 0 && !ld::probes::stop_requested()) {
+  while (fd >= 0 && !g_stop) {
     uint64_t now = now_ns();
     if (now >= end) break;
     uint64_t due = static_cast<uint64_t>(static_cast<double>(now - out.start_ns) / 1e9 * rate);
@@ -262,7 +266,12 @@ int main(int argc, char** argv) {
 
   const pid_t target = spawn_target();
   if (target < 0) { std::perror("fork"); return 2; }
-  ld::probes::install_stop_signals();
+  // Not record()'s own handlers: those would end the recording before the producer stops.
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
 
   Shared shared;
   ProducerResult produced;
@@ -357,6 +366,7 @@ int main(int argc, char** argv) {
   std::printf("producer_cpu_pct %.1f\n", pct(produced.cpu_ns));
   if (produced.bpf_run_ns && submitted)
     std::printf("bpf_ns_per_record %.0f\n", static_cast<double>(produced.bpf_run_ns) / submitted);
+  if (g_stop) std::printf("interrupted 1\n");
   std::printf("ringbuf_bytes %llu\n", static_cast<unsigned long long>(ringbuf));
   std::printf("batch %u\n", batch);
   if (!quiet)
@@ -367,5 +377,9 @@ int main(int argc, char** argv) {
                  static_cast<unsigned long long>(submitted), static_cast<unsigned long long>(written),
                  static_cast<unsigned long long>(dropped), st.st_size / 1048576.0,
                  pct(agent_cpu_ns));
-  return produced.error.empty() && submitted == produced.asked_records ? 0 : 3;
+  // Exit 3: the counts disagree (a record neither written nor counted as dropped, or one the
+  // kernel wrote that never reached the trace writer).
+  const bool consistent = submitted == produced.asked_records && delivered == written &&
+                          (!verify || read_back == written);
+  return produced.error.empty() && consistent ? 0 : 3;
 }
