@@ -25,7 +25,8 @@
 // compression and writes; % of one core over the producing time), poll_thread_cpu_pct (the
 // recording thread alone), producer_cpu_pct (the producer thread: test runs, pacing, and the
 // BPF program, which on a real host runs in the target's threads), bpf_ns_per_record (with
-// --bpf-stats: the program's run time per record), ...
+// --bpf-stats: the program's run time per record), machine_cpu_pct (every CPU's busy time over
+// the producing time, % of one core: what is left after ours is other processes' load), ...
 // With --verify, the trace is read back and `read_back` records are counted.
 #include <fcntl.h>
 #include <signal.h>
@@ -71,6 +72,25 @@ uint64_t clock_ns(clockid_t clock) {
   return uint64_t(ts.tv_sec) * 1000000000ULL + uint64_t(ts.tv_nsec);
 }
 uint64_t now_ns() { return clock_ns(CLOCK_MONOTONIC); }
+
+// Busy and total jiffies of the whole machine (/proc/stat "cpu" line), for how loaded the
+// machine was while we measured (other work on the same CPUs changes what a rate costs).
+struct MachineTicks {
+  uint64_t busy = 0, total = 0;
+};
+MachineTicks machine_ticks() {
+  MachineTicks t;
+  FILE* f = std::fopen("/proc/stat", "r");
+  if (!f) return t;
+  unsigned long long v[10] = {};
+  if (std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                  &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]) >= 8) {
+    for (int i = 0; i < 8; ++i) t.total += v[i];  // guest time is already in user
+    t.busy = t.total - v[3] - v[4];              // all but idle and iowait
+  }
+  std::fclose(f);
+  return t;
+}
 
 uint64_t process_cpu_ns() {
   rusage ru{};
@@ -148,6 +168,7 @@ struct ProducerResult {
   uint64_t start_ns = 0, end_ns = 0;
   uint64_t cpu_ns = 0;
   uint64_t bpf_run_ns = 0;  // the program's own run time (--bpf-stats), else 0
+  MachineTicks machine_start, machine_end;
   std::string error;
 };
 
@@ -164,6 +185,7 @@ void produce(Shared& shared, double rate, double seconds, uint32_t batch, pid_t 
     fd = shared.abort ? -1 : shared.prog_fd;
   }
   const uint64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  out.machine_start = machine_ticks();
   out.start_ns = now_ns();
   const uint64_t end = out.start_ns + static_cast<uint64_t>(seconds * 1e9);
   uint64_t sent = 0;
@@ -189,6 +211,7 @@ void produce(Shared& shared, double rate, double seconds, uint32_t batch, pid_t 
     ++out.runs;
   }
   out.end_ns = now_ns();
+  out.machine_end = machine_ticks();
   out.asked_records = sent;
   out.cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
   bpf_prog_info info{};
@@ -364,6 +387,13 @@ int main(int argc, char** argv) {
   std::printf("poll_thread_cpu_pct %.1f\n", pct(poll_cpu_ns));
   std::printf("agent_wall_s %.3f\n", agent_wall_ns / 1e9);
   std::printf("producer_cpu_pct %.1f\n", pct(produced.cpu_ns));
+  // The machine's busy CPU (all CPUs, % of one core: up to 100 x CPUs); minus agent_cpu_pct and
+  // producer_cpu_pct, what other processes used meanwhile.
+  const double ticks = static_cast<double>(produced.machine_end.total - produced.machine_start.total);
+  const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (ticks > 0)
+    std::printf("machine_cpu_pct %.1f\n",
+                (produced.machine_end.busy - produced.machine_start.busy) / ticks * 100.0 * ncpu);
   if (produced.bpf_run_ns && submitted)
     std::printf("bpf_ns_per_record %.0f\n", static_cast<double>(produced.bpf_run_ns) / submitted);
   if (g_stop) std::printf("interrupted 1\n");
