@@ -3,7 +3,10 @@
 #   (a) overhead: token throughput and p99 TPOT of the sample target under `bench` load,
 #       paired A/B runs without the agent and with the default probes;
 #   (b) the same load under libbpf-tools runqlat + offcputime + biolatency + syscount;
-#   (c) event-pipeline stress: highest socket-event rate with 0 lost while writing a trace;
+#   (c) event-pipeline stress, 0 lost while writing a trace: the sock probe under a socket
+#       workload (the producer side: what a traced syscall costs), and the pipeline alone
+#       (ld-bench-stress-pipeline: ring buffer -> poll loop -> TraceWriter, fed by a BPF
+#       producer that costs no syscall per record);
 #   (d) agent peak RSS; (e) time to load and attach the probes;
 #   (f) analysis of a recorded trace: events/s and peak RSS of `report` (bench/analysis.sh).
 # Usage: sudo bash bench/run.sh [PAIRS] [STRESS_SECONDS] [ANALYSIS_RECORDS]
@@ -135,6 +138,36 @@ done
 read -r sustained sustained_lost sustained_bytes < <(stress "${best_rate%.*}" "$stress_seconds")
 raw_max=$(./build/ld-bench-stress-sock 4000000 5 2 | awk '{print $2}')
 
+echo "bench: (c) event pipeline alone (ring buffer -> trace, BPF producer via BPF_PROG_TEST_RUN)"
+# rate seconds -> "achieved dropped submitted trace_bytes agent_cpu_pct producer_cpu_pct machine_cpu_pct"
+pipeline() {
+  ./build/ld-bench-stress-pipeline "$1" "$2" --quiet -o "$work/pipeline.ldtrace" >"$work/pipeline.out" ||
+    echo "  (ld-bench-stress-pipeline $1 $2 exited with $?)" >&2
+  rm -f "$work/pipeline.ldtrace"
+  awk '{v[$1]=$2} END {print v["achieved"], v["dropped"], v["submitted"], v["trace_bytes"],
+       v["agent_cpu_pct"], v["producer_cpu_pct"], v["machine_cpu_pct"]}' "$work/pipeline.out"
+}
+pipe_ok=""; : >"$work/pipe_sweep"
+for rate in 250000 500000 1000000 1500000 2000000 2500000 3000000 3500000 4000000 5000000 6000000; do
+  read -r achieved dropped submitted bytes agent_cpu producer_cpu machine_cpu < <(pipeline "$rate" 10)
+  echo "$rate $achieved $dropped $bytes $agent_cpu $producer_cpu $machine_cpu" >>"$work/pipe_sweep"
+  echo "  asked $rate/s: achieved $achieved/s, dropped $dropped, agent CPU $agent_cpu%"
+  [ "$dropped" = "0" ] || break
+  pipe_ok="$rate $pipe_ok"  # 0-loss rates, best first
+  # The producer's own limit: past it, a higher rate measures nothing new.
+  awk -v a="$achieved" -v r="$rate" 'BEGIN {exit !(a < 0.9 * r)}' && break
+done
+# Sustained: the best 0-loss rate of the sweep; when a 10 s step held but the long run drops,
+# the next lower one (at most three tries).
+: >"$work/pipe_sustained"
+for pipe_rate in $(echo ${pipe_ok:-250000} | cut -d' ' -f1-3); do
+  read -r pipe_sustained pipe_dropped pipe_submitted pipe_bytes pipe_agent pipe_producer pipe_machine \
+    < <(pipeline "$pipe_rate" "$stress_seconds")
+  echo "$pipe_rate $pipe_sustained $pipe_dropped $pipe_bytes $pipe_agent $pipe_producer $pipe_machine" >>"$work/pipe_sustained"
+  echo "  sustained ${stress_seconds}s at $pipe_rate/s: achieved $pipe_sustained/s, dropped $pipe_dropped"
+  [ "$pipe_dropped" = "0" ] && break
+done
+
 attach_ms=$(median <"$work/attach_ms"); rss_mb=$(($(sort -n "$work/rss_kb" | tail -1) / 1024))
 lost_total=$(paste -sd+ "$work/lost" | bc 2>/dev/null || cat "$work/lost")
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%+.2f%%", (a / b - 1) * 100}'; }
@@ -152,6 +185,11 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%+.2f%%", (a / b - 1) * 100}';
   sed 's/^/  - /' "$work/sweep"
   echo "- sustained ${stress_seconds}s at the best 0-loss rate: achieved $sustained events/s, lost $sustained_lost, trace $sustained_bytes bytes"
   echo "- the stress workload alone, no agent: $raw_max events/s (the machine's ceiling for this workload)"
+  echo "- pipeline alone (ld-bench-stress-pipeline, real record mix, 16 MiB ring buffer, trace written): asked/s, achieved/s, dropped, trace bytes, agent CPU %, producer CPU %, machine busy % (of one core, all CPUs):"
+  sed 's/^/  - /' "$work/pipe_sweep"
+  [ "$(wc -l <"$work/pipe_sustained")" -gt 1 ] &&
+    echo "- pipeline sustained runs that dropped (asked/s, achieved/s, dropped, ...): $(head -n -1 "$work/pipe_sustained" | paste -sd';')"
+  echo "- pipeline sustained ${stress_seconds}s at $pipe_rate/s: achieved $pipe_sustained records/s, submitted $pipe_submitted, dropped $pipe_dropped, trace $pipe_bytes bytes, agent CPU $pipe_agent% of a core (producer $pipe_producer%, machine busy $pipe_machine%)"
 } | tee "$out"
 
 # (f) appends its own section to $out.

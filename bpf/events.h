@@ -69,6 +69,8 @@ enum ld_probe_id {
 	LD_PROBE_CGROUP = 8,
 	LD_PROBE_RECLAIM = 9,
 	LD_PROBE_CPUFREQ = 10,
+	/* bpf/bench_stress.bpf.c: the pipeline benchmark's producer, never in the registry */
+	LD_PROBE_BENCH = 15,
 	LD_PROBE_MAX = 16
 };
 

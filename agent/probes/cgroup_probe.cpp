@@ -17,6 +17,7 @@
 #include "host/cgroup.hpp"
 #include "host/host_facts.hpp"
 #include "probes/probe.hpp"
+#include "probes/privileges.hpp"
 #include "probes/probe_session.hpp"
 
 namespace ld::probes {
@@ -99,6 +100,9 @@ class CgroupProbe : public Probe {
 
  private:
   void run() {
+    // Capabilities are per thread: the recorder's drop after attach covers only its own thread,
+    // and this one reads world-readable cgroup files, so it gives up loading privileges at once.
+    (void)drop_capabilities(/*keep_attach=*/false);
     std::unique_lock lock(mu_);
     while (!stopping_) {
       lock.unlock();
@@ -142,7 +146,7 @@ class CgroupProbe : public Probe {
       auto same = [&](const Watched& w) { return w.dirs == *dirs; };
       if (std::any_of(next.begin(), next.end(), same)) continue;
       auto old = std::find_if(watched_.begin(), watched_.end(), same);
-      next.push_back(old != watched_.end() ? *old : Watched{tgid, *dirs, {}, 0});
+      next.push_back(old != watched_.end() ? *old : Watched{tgid, *dirs, {}, 0, {}, 0});
     }
     watched_ = std::move(next);
   }

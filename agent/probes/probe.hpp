@@ -76,7 +76,7 @@ struct ProbeInfo {
   uint32_t id;          // enum ld_probe_id
   const char* summary;  // one line for --help and `--probes` errors
   bool in_all;          // false = opt-in only (costly deep probes): must be named in --probes
-  std::unique_ptr<Probe> (*make)();
+  std::function<std::unique_ptr<Probe>()> make;
 };
 
 // Every probe this build knows, in start order.

@@ -105,8 +105,8 @@ struct ProbeSession::Impl {
     };
   }
 
-  bool requested(const ProbeInfo& info) const {
-    if (options.probes.empty()) return info.in_all;
+  bool requested(const ProbeInfo& info, bool extra) const {
+    if (options.probes.empty()) return info.in_all && !extra;
     return std::find(options.probes.begin(), options.probes.end(), info.name) != options.probes.end();
   }
 
@@ -129,17 +129,22 @@ struct ProbeSession::Impl {
   // fatal error (permission) stops further starts and is rethrown once all threads are done,
   // so the probes already attached are detached by the session's destruction.
   void start_probes() {
-    const auto& registry = probe_registry();
+    // The registry, then the caller's extra probes (bench-only; options outlives the probes).
+    std::vector<const ProbeInfo*> all;
+    for (const auto& info : probe_registry()) all.push_back(&info);
+    const size_t registry_size = all.size();
+    for (const auto& info : options.extra_probes) all.push_back(&info);
     const uint64_t session_begin = host::monotonic_now_ns();
     // Made first, so that one kernel BTF parse serves every object they load.
     std::vector<std::unique_ptr<Probe>> made;
-    for (const auto& info : registry) made.push_back(requested(info) ? info.make() : nullptr);
-    CoreBtf core = build_core_btf(made);
+    for (size_t i = 0; i < all.size(); ++i)
+      made.push_back(requested(*all[i], i >= registry_size) ? all[i]->make() : nullptr);
+    CoreBtf core = build_core_btf(all, made);
     if (options.verbose) fmt::print(stderr, "latency-doctor: {}\n", core.note());
 
     probes.clear();
-    for (const auto& info : registry)
-      probes.push_back(RunningProbe{&info, nullptr, "disabled", "not selected by --probes"});
+    for (const ProbeInfo* info : all)
+      probes.push_back(RunningProbe{info, nullptr, "disabled", "not selected by --probes"});
     std::vector<std::exception_ptr> fatal(made.size());
     std::atomic<size_t> next{0};
     std::atomic<bool> failed{false};
@@ -211,12 +216,13 @@ struct ProbeSession::Impl {
     running.start_ms = static_cast<double>(host::monotonic_now_ns() - begin) / 1e6;
   }
 
-  static CoreBtf build_core_btf(const std::vector<std::unique_ptr<Probe>>& made) {
+  static CoreBtf build_core_btf(const std::vector<const ProbeInfo*>& infos,
+                                const std::vector<std::unique_ptr<Probe>>& made) {
     std::vector<CoreObject> objects;
     for (size_t i = 0; i < made.size(); ++i) {
       size_t size = 0;
       const void* elf = made[i] ? made[i]->bpf_object_elf(&size) : nullptr;
-      if (elf) objects.push_back({probe_registry()[i].name, elf, size});
+      if (elf) objects.push_back({infos[i]->name, elf, size});
     }
     return CoreBtf::build(objects);
   }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "probes/probe.hpp"
 #include "report/report.hpp"
 
 struct ld_hdr;
@@ -35,6 +36,10 @@ struct ProbeOptions {
   uint32_t ringbuf_bytes = 16u << 20;  // power of two, >= page size
   std::vector<std::string> probes;     // names to enable; empty = every probe of "all"
   bool verbose = false;                // libbpf's own log on stderr
+  // Probes from outside the registry (the pipeline benchmark's producer): started like an
+  // opt-in registry probe when named in `probes`, after the registry's. Never part of the
+  // default set, the CLI's --probes or known_probes().
+  std::vector<ProbeInfo> extra_probes;
 };
 
 using RecordCallback = std::function<void(const ld_hdr& record, size_t size)>;

@@ -170,7 +170,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   const int64_t offset = host::sample_realtime_minus_monotonic_ns();
   std::unique_ptr<trace::TraceWriter> writer;
   ProbeOptions probe_options{tgids, options.children, options.ringbuf_bytes, options.probes,
-                             options.verbose};
+                             options.verbose, options.extra_probes};
   std::string write_error;
   auto sink = [&](const ld_hdr& rec, size_t size) {
     if (writer && write_error.empty()) {

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "probes/probe.hpp"
+
 struct ld_hdr;
 
 namespace ld::probes {
@@ -24,6 +26,7 @@ struct RecordOptions {
   std::string token_source = "sse";
   bool quiet = false;
   bool verbose = false;
+  std::vector<ProbeInfo> extra_probes;  // see ProbeOptions::extra_probes (benchmarks only)
 };
 
 class ProbeSession;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <regex>
@@ -161,15 +162,23 @@ TEST(RootAttach, DropsLoadingPrivilegesOnceAttached) {
   REQUIRE_BPF();
   Server server({"--token-ms", "5"});
   auto agent = start_attach(server.proc->pid(), {"--duration", "5m"});
-  std::ifstream status("/proc/" + std::to_string(agent->pid()) + "/status");
-  std::string line;
-  unsigned long long effective = ~0ULL;
-  while (std::getline(status, line))
-    if (line.rfind("CapEff:", 0) == 0) effective = std::stoull(line.substr(7), nullptr, 16);
-  EXPECT_EQ(effective & (1ULL << 21), 0u) << "CAP_SYS_ADMIN kept";
-  EXPECT_EQ(effective & (1ULL << 38), 0u) << "CAP_PERFMON kept";
-  EXPECT_EQ(effective & (1ULL << 39), 0u) << "CAP_BPF kept";
-  EXPECT_NE(effective & (1ULL << 2), 0u) << "CAP_DAC_READ_SEARCH (token logs, /proc) dropped";
+  // Capabilities are per thread: every thread the agent still runs must have dropped them.
+  const std::string tasks = "/proc/" + std::to_string(agent->pid()) + "/task";
+  int threads = 0;
+  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+    std::ifstream status(task.path() / "status");
+    std::string line;
+    unsigned long long effective = ~0ULL;
+    while (std::getline(status, line))
+      if (line.rfind("CapEff:", 0) == 0) effective = std::stoull(line.substr(7), nullptr, 16);
+    const std::string tid = task.path().filename();
+    EXPECT_EQ(effective & (1ULL << 21), 0u) << "CAP_SYS_ADMIN kept by thread " << tid;
+    EXPECT_EQ(effective & (1ULL << 38), 0u) << "CAP_PERFMON kept by thread " << tid;
+    EXPECT_EQ(effective & (1ULL << 39), 0u) << "CAP_BPF kept by thread " << tid;
+    EXPECT_NE(effective & (1ULL << 2), 0u) << "CAP_DAC_READ_SEARCH (token logs, /proc) dropped by " << tid;
+    threads++;
+  }
+  EXPECT_GE(threads, 2) << "the cgroup sampler thread should be running";
   agent->signal(SIGINT);
   EXPECT_EQ(agent->wait(20s).value_or(-1), 0) << agent->err();
 }
