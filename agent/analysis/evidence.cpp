@@ -85,7 +85,13 @@ Cause classify_kernel_stack(const std::vector<std::string>& frames) {
     if (contains(f, "vfs_fsync") || contains(f, "do_fsync") || contains(f, "sync_file") ||
         contains(f, "file_write_and_wait") || contains(f, "jbd2") || contains(f, "blkdev_issue_flush") ||
         contains(f, "io_schedule") || contains(f, "balance_dirty_pages") || contains(f, "ksys_sync") ||
-        contains(f, "folio_wait_bit") || contains(f, "wait_on_page_bit") || contains(f, "submit_bio_wait"))
+        contains(f, "folio_wait_bit") || contains(f, "wait_on_page_bit") || contains(f, "submit_bio_wait") ||
+        // On-CPU work of buffered file IO (page-cache copies, block allocation): a logger's
+        // write() is part of what its fsync makes the token wait for. Socket writes take
+        // sock_write_iter, not these.
+        contains(f, "generic_perform_write") || contains(f, "iomap_file_buffered_write") ||
+        contains(f, "ext4_buffered_write_iter") || contains(f, "xfs_file_buffered_write") ||
+        contains(f, "btrfs_buffered_write") || contains(f, "filemap_read"))
       return Cause::kDiskIo;
     if (contains(f, "exc_page_fault") || contains(f, "handle_mm_fault") || contains(f, "clear_page") ||
         contains(f, "clear_huge_page") || contains(f, "folio_zero") || contains(f, "do_anonymous_page") ||

@@ -95,6 +95,12 @@ void add_record_flags(CLI::App* sub, RecordFlags& flags, const std::string& defa
                   "Kernel ring buffer size (power of two: 4M, 16M, 64M); raise it when the "
                   "report shows lost events")
       ->capture_default_str();
+  sub->add_option("--sample-hz", flags.sample_hz,
+                  fmt::format("On-CPU samples per second per CPU (perf probe; default {}). Each sample "
+                              "is a timer interrupt on a CPU the target runs on: lower it where the "
+                              "agent's overhead matters more than the detail of short windows",
+                              probes::kDefaultSampleHz))
+      ->check(CLI::Range(1, 10000));
   sub->add_flag("-q,--quiet", flags.quiet, "No progress line on stderr");
   sub->add_flag("-v,--verbose", flags.verbose, "Show libbpf's log (why a probe failed to load)");
 }
@@ -113,6 +119,7 @@ probes::RecordOptions to_record_options(const RecordFlags& flags) {
     throw std::invalid_argument(fmt::format(
         "--ringbuf-size {}: expected a power of two between 4K and 1G, e.g. 16M", flags.ringbuf));
   options.ringbuf_bytes = static_cast<uint32_t>(*ringbuf);
+  options.sample_hz = flags.sample_hz;
   auto known = probes::ProbeSession::known_probes();
   for (const auto& name : split_list(flags.probes)) {
     if (name != "all" && std::find(known.begin(), known.end(), name) == known.end())

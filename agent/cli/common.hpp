@@ -81,6 +81,7 @@ struct RecordFlags {
   std::string duration;
   std::string probes = "all";
   std::string ringbuf = "16M";
+  uint32_t sample_hz = 0;  // 0: the default
   bool quiet = false;
   bool verbose = false;
 };

@@ -22,16 +22,15 @@
 namespace ld::probes {
 namespace {
 
-// 499 Hz, not 500: off the beat of periodic timers (and of other profilers' 100/1000 Hz).
-constexpr uint64_t kSampleHz = 499;
-
-int open_cpu_clock(int cpu) {
+int open_cpu_clock(int cpu, uint32_t sample_hz) {
   perf_event_attr attr{};
   attr.size = sizeof(attr);
   attr.type = PERF_TYPE_SOFTWARE;
   attr.config = PERF_COUNT_SW_CPU_CLOCK;
-  attr.freq = 1;
-  attr.sample_freq = kSampleHz;
+  // A fixed period, not freq mode: cpu-clock counts nanoseconds, so the period is the rate
+  // exactly, and an event in freq mode is re-tuned by the kernel on every scheduler tick of
+  // every CPU (perf_adjust_freq_unthr_context), work the target's CPUs would pay for.
+  attr.sample_period = 1'000'000'000 / sample_hz;
   // pid = -1, cpu = N: every task on that CPU; the program keeps the targets.
   return static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
 }
@@ -49,6 +48,8 @@ class PerfProbe : public Probe {
     if (!skel_) throw_libbpf_error("perf", "opening", errno);
     use_shared_maps(skel_->obj, ctx.shared);
     if (int err = perf_bpf__load(skel_.get())) throw_libbpf_error("perf", "loading", err);
+    sample_hz_ = ctx.options.sample_hz;
+    if (sample_hz_ == 0) throw ProbeUnavailable("perf: a sample rate of 0 Hz");
     attach_all_cpus();
     // Now, while privileged: the recorder drops CAP_SYSLOG after attaching, and kallsyms
     // then shows every address as 0 to a new reader.
@@ -65,7 +66,7 @@ class PerfProbe : public Probe {
 
   std::string detail() const override {
     return fmt::format("cpu-clock perf event at {} Hz on {} CPUs, kernel stacks in kernel mode",
-                       kSampleHz, links_.size());
+                       sample_hz_, links_.size());
   }
 
  private:
@@ -73,7 +74,7 @@ class PerfProbe : public Probe {
     int ncpu = libbpf_num_possible_cpus();
     if (ncpu <= 0) throw ProbeUnavailable("perf: cannot count the possible CPUs");
     for (int cpu = 0; cpu < ncpu; ++cpu) {
-      int fd = open_cpu_clock(cpu);
+      int fd = open_cpu_clock(cpu, sample_hz_);
       if (fd < 0) {
         int err = errno;
         if (err == ENODEV) continue;  // possible but offline
@@ -97,6 +98,7 @@ class PerfProbe : public Probe {
   SkelPtr<perf_bpf, perf_bpf__destroy> skel_;
   std::vector<bpf_link*> links_;
   uint64_t user_records_ = 0;
+  uint32_t sample_hz_ = 0;
 };
 
 }  // namespace

@@ -30,10 +30,16 @@ class ProbeError : public std::runtime_error {
   Kind kind_;
 };
 
+// The perf probe's default rate. An odd number, off the beat of periodic timers (and of other
+// profilers' 100/1000 Hz). Each sample is a timer interrupt on the sampled CPU; see
+// docs/performance.md for what a rate costs the target.
+constexpr uint32_t kDefaultSampleHz = 99;
+
 struct ProbeOptions {
   std::vector<uint32_t> tgids;
   bool follow_children = false;
   uint32_t ringbuf_bytes = 16u << 20;  // power of two, >= page size
+  uint32_t sample_hz = kDefaultSampleHz;  // the perf probe's cpu-clock rate per CPU
   std::vector<std::string> probes;     // names to enable; empty = every probe of "all"
   bool verbose = false;                // libbpf's own log on stderr
   // Probes from outside the registry (the pipeline benchmark's producer): started like an

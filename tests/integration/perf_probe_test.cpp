@@ -21,7 +21,8 @@ using namespace std::chrono_literals;
 TEST(PerfProbe, SamplesUserAndKernelThreads) {
   if (auto why = bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
   Child wl({workload_path("perf_kernel_busy")});
-  Recorded rec = record_workload(wl, "perf", 20s);
+  // An explicit rate, not the default: the flag reaches the perf event's period.
+  Recorded rec = record_workload(wl, "perf", 20s, {"--sample-hz", "499"});
   ASSERT_EQ(rec.agent_exit, 0) << rec.agent_err;
   auto status = rec.probe("perf");
   ASSERT_FALSE(status.is_null());

@@ -214,6 +214,25 @@ TEST(Attribution, OnCpuPageFaultSamplesAndMemoryCallsAreKvAlloc) {
   EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCompute), 40);
 }
 
+TEST(Attribution, KernelStacksSayWhatTheCpuDid) {
+  using ld::analysis::classify_kernel_stack;
+  // A logger's buffered write(): page-cache copies are disk IO work, not the model's compute.
+  EXPECT_EQ(classify_kernel_stack({"copy_page_from_iter_atomic+0x1a", "generic_perform_write+0x9c",
+                                   "ext4_buffered_write_iter+0x57", "vfs_write+0x23c"}),
+            Cause::kDiskIo);
+  EXPECT_EQ(classify_kernel_stack({"memcpy_orig+0x10", "iomap_file_buffered_write+0x1c", "xfs_file_buffered_write+0x9"}),
+            Cause::kDiskIo);
+  // A socket write is the network's, even though it also goes through vfs_write.
+  EXPECT_EQ(classify_kernel_stack({"_copy_from_iter+0x8", "tcp_sendmsg_locked+0x2f", "tcp_sendmsg+0x2c",
+                                   "sock_write_iter+0x101", "vfs_write+0x23c"}),
+            Cause::kNetwork);
+  EXPECT_EQ(classify_kernel_stack({"file_write_and_wait_range+0x90", "ext4_sync_file+0x8a"}), Cause::kDiskIo);
+  EXPECT_EQ(classify_kernel_stack({"clear_page_erms+0x7", "asm_exc_page_fault+0x22"}), Cause::kKvAlloc);
+  EXPECT_EQ(classify_kernel_stack({"shrink_node+0x10", "try_to_free_pages+0x20", "asm_exc_page_fault+0x22"}),
+            Cause::kSwapReclaim);
+  EXPECT_EQ(classify_kernel_stack({"_raw_spin_lock+0x5", "do_syscall_64+0x80"}), Cause::kCompute);
+}
+
 TEST(Attribution, WithoutSchedulerEvidenceTheRestIsUnknown) {
   EvidenceStore store;
   syscall(store, 100, 100, LD_SYS_FSYNC, 10 * kMs, 110 * kMs, 3, 0, "/data/x");
