@@ -192,7 +192,7 @@ void Attributor::walk(uint32_t tid, uint64_t a, uint64_t b, Cause running_as, in
       if (e > s) charge_blocked(*t, o, s, e, depth, acc);
     }
     const uint64_t s = std::max(ready, cursor), e = std::min(o.on_ns, b);
-    if (e > s) charge_runnable(o, s, e, acc);
+    if (e > s) charge_runnable(*t, o, s, e, acc);
     cursor = std::max(cursor, std::min(o.on_ns, b));
   }
   if (cursor < b) charge_running(t, cursor, b, running_as, acc);
@@ -307,14 +307,16 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
   acc.charge(base, left);
 }
 
-uint64_t Attributor::throttled_ns_in(uint64_t a, uint64_t b) const {
+uint64_t Attributor::throttled_ns_in(uint64_t a, uint64_t b, Cursors& cur) const {
   const auto& samples = store_.cgroup_samples();
   if (samples.size() < 2) return 0;
-  auto after = std::lower_bound(samples.begin(), samples.end(), b,
-                                [](const CgroupSample& s, uint64_t v) { return s.ts_ns < v; });
+  // The first sample at or after b, and the last at or before a (searched from this thread's
+  // previous answers: its waits come in time order).
+  auto after = samples.begin() + static_cast<std::ptrdiff_t>(util::partition_from(
+                                     samples, cur.cgroup_after, [&](const CgroupSample& s) { return s.ts_ns < b; }));
   if (after == samples.end()) after = samples.end() - 1;
-  auto before = std::upper_bound(samples.begin(), samples.end(), a,
-                                 [](uint64_t v, const CgroupSample& s) { return v < s.ts_ns; });
+  auto before = samples.begin() + static_cast<std::ptrdiff_t>(util::partition_from(
+                                      samples, cur.cgroup_before, [&](const CgroupSample& s) { return s.ts_ns <= a; }));
   if (before != samples.begin()) --before;
   if (after->ts_ns <= before->ts_ns || after->throttled_ns == ~0ULL || before->throttled_ns == ~0ULL ||
       after->throttled_ns < before->throttled_ns)
@@ -324,9 +326,10 @@ uint64_t Attributor::throttled_ns_in(uint64_t a, uint64_t b) const {
   return static_cast<uint64_t>(delta * std::min(1.0, static_cast<double>(b - a) / span));
 }
 
-void Attributor::charge_runnable(const OffCpu& off, uint64_t a, uint64_t b, WindowAccount& acc) const {
+void Attributor::charge_runnable(const ThreadEvidence& t, const OffCpu& off, uint64_t a, uint64_t b,
+                                 WindowAccount& acc) const {
   const uint64_t len = b - a;
-  uint64_t throttled = std::min(len, throttled_ns_in(a, b));
+  uint64_t throttled = std::min(len, throttled_ns_in(a, b, cursors_[t.index]));
   // A runnable thread that waited while the CPU ran idle (the holder is the idle task) was
   // held back by its cgroup's quota: nothing else keeps a runnable task off an idle CPU.
   if (off.holder_tid == 0 && !store_.cgroup_samples().empty()) {

@@ -57,19 +57,20 @@ class Attributor {
   void account_into(WindowAccount& acc, uint32_t tid, uint64_t a, uint64_t b) const;
 
  private:
-  void walk(uint32_t tid, uint64_t a, uint64_t b, Cause running_as, int depth, WindowAccount& acc) const;
-  void charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b, Cause running_as, WindowAccount& acc) const;
-  void charge_runnable(const OffCpu& off, uint64_t a, uint64_t b, WindowAccount& acc) const;
-  void charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint64_t a, uint64_t b, int depth,
-                      WindowAccount& acc) const;
-  uint64_t throttled_ns_in(uint64_t a, uint64_t b) const;
-  bool traced(uint32_t tid, uint32_t tgid) const;
-
   // Where the last search of each of a thread's lists ended (ThreadEvidence::index): the next
   // window of the same thread usually starts there. Only speeds searches up; results are the same.
   struct Cursors {
     size_t offcpu = 0, aggs = 0, syscalls = 0, reclaims = 0, faults = 0, samples = 0, gil_waits = 0;
+    size_t cgroup_before = 0, cgroup_after = 0;  // into the store's cgroup samples
   };
+
+  void walk(uint32_t tid, uint64_t a, uint64_t b, Cause running_as, int depth, WindowAccount& acc) const;
+  void charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b, Cause running_as, WindowAccount& acc) const;
+  void charge_runnable(const ThreadEvidence& t, const OffCpu& off, uint64_t a, uint64_t b, WindowAccount& acc) const;
+  void charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint64_t a, uint64_t b, int depth,
+                      WindowAccount& acc) const;
+  uint64_t throttled_ns_in(uint64_t a, uint64_t b, Cursors& cur) const;
+  bool traced(uint32_t tid, uint32_t tgid) const;
 
   const EvidenceStore& store_;
   std::set<uint32_t> targets_;

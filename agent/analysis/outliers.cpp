@@ -106,8 +106,10 @@ std::vector<Window> find_outliers(const Timeline& timeline, const std::vector<co
   for (const Request& r : timeline.requests)
     for (size_t k = 1; k < r.token_ns.size(); ++k)
       gaps.push_back((static_cast<double>(r.token_ns[k]) - static_cast<double>(r.token_ns[k - 1])) / 1e6);
-  const double gap_median = median(gaps);
-  const double gap_limit = std::max(gap_median + config.tpot_mad_k * mad(gaps, gap_median), config.tpot_floor_ms);
+  // In place: the gaps are not needed after their median and MAD.
+  const double gap_median = percentile_in_place(gaps, 50.0);
+  const double gap_mad = mad_in_place(gaps, gap_median);
+  const double gap_limit = std::max(gap_median + config.tpot_mad_k * gap_mad, config.tpot_floor_ms);
   // TTFT: against a*sqrt(input)+b fitted robustly (or the median when inputs do not vary).
   std::vector<double> inputs, ttfts;
   bool tokens_known = !timeline.requests.empty();

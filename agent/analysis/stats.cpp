@@ -18,6 +18,11 @@ std::vector<double> without_nan(const std::vector<double>& values) {
   return kept;
 }
 
+void drop_nan(std::vector<double>& values) {
+  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return std::isnan(v); }),
+               values.end());
+}
+
 // `sorted` must be free of NaN and hold, at the ranks p reads, what ascending order puts there.
 double percentile_of_sorted(const std::vector<double>& sorted, double p) {
   if (sorted.empty()) return kNaN;
@@ -51,9 +56,10 @@ double stddev_of(const std::vector<double>& finite) {
 
 // The two order statistics around the rank, by selection rather than a full sort: the analysis
 // takes medians of every TPOT gap of a trace several times (same values as sorting).
-double percentile(std::vector<double> values, double p) {
-  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return std::isnan(v); }),
-               values.end());
+double percentile(std::vector<double> values, double p) { return percentile_in_place(values, p); }
+
+double percentile_in_place(std::vector<double>& values, double p) {
+  drop_nan(values);
   if (values.empty() || std::isnan(p)) return kNaN;
   p = std::clamp(p, 0.0, 100.0);
   const double rank = p / 100.0 * static_cast<double>(values.size() - 1);
@@ -66,7 +72,12 @@ double percentile(std::vector<double> values, double p) {
   return *lo_it + (next - *lo_it) * fraction;
 }
 
-double median(std::vector<double> values) { return percentile(std::move(values), 50.0); }
+double median(std::vector<double> values) { return percentile_in_place(values, 50.0); }
+
+double mad_in_place(std::vector<double>& values, double center) {
+  for (double& v : values) v = std::fabs(v - center);
+  return percentile_in_place(values, 50.0);
+}
 
 double mean(const std::vector<double>& values) { return mean_of(without_nan(values)); }
 
@@ -92,8 +103,9 @@ void select_ranks(std::vector<double>& v, std::initializer_list<double> percents
   }
 }
 
-Distribution describe(const std::vector<double>& values) {
-  std::vector<double> ranked = without_nan(values);
+Distribution describe(std::vector<double> values) {
+  std::vector<double>& ranked = values;
+  drop_nan(ranked);
   Distribution d;
   d.count = ranked.size();
   d.mean = mean_of(ranked);
