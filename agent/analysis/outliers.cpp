@@ -205,13 +205,16 @@ nlohmann::json outlier_facts(const EvidenceStore& store, const Request& r, const
   if (r.input_tokens >= 0) f["input_tokens"] = r.input_tokens;
   f["first_request"] = first_request;
   if (target_start && w.a > target_start) f["since_target_start_ms"] = std::round(ms(w.a - target_start));
-  const auto& net = store.net_samples();
-  for (auto it = net.rbegin(); it != net.rend(); ++it)
-    if (it->ts_ns <= w.b) { f["time_wait"] = it->time_wait; break; }
+  // Searched, not scanned: a long trace has thousands of outliers and of samples and events.
+  const auto& net = store.net_samples();  // sorted by time (EvidenceStore::finish)
+  auto after_b = std::partition_point(net.begin(), net.end(), [&](const NetSample& n) { return n.ts_ns <= w.b; });
+  if (after_b != net.begin()) f["time_wait"] = std::prev(after_b)->time_wait;  // the last sample by b
+  const auto& tcp = store.tcp_events();
   uint64_t connects = 0;
-  for (const auto& e : store.tcp_events())
-    if (e.established && e.ts_ns >= w.a && e.ts_ns <= w.b) ++connects;
-  if (!store.tcp_events().empty()) f["connects"] = connects;
+  for (auto it = std::partition_point(tcp.begin(), tcp.end(), [&](const TcpEvent& e) { return e.ts_ns < w.a; });
+       it != tcp.end() && it->ts_ns <= w.b; ++it)
+    if (it->established) ++connects;
+  if (!tcp.empty()) f["connects"] = connects;
   return f;
 }
 
@@ -339,16 +342,17 @@ report::Periodicity find_period(std::vector<uint64_t> ends) {
   // be two periods. Candidates: each gap divided by 1..4, largest first.
   // A grid so fine that most gaps span many periods explains any times: at most half an
   // event may be missed per gap on average.
+  // Each test stops at the first sign it cannot pass: with thousands of outliers that are not
+  // periodic, every candidate is tried, and a full pass each would be quadratic.
+  const double n = static_cast<double>(diffs.size());
   auto fits = [&](double period) {
-    size_t on_grid = 0;
-    double periods = 0;
+    double off_grid = 0, periods = 0;
     for (double d : diffs) {
       const double k = std::round(d / period);
-      if (k >= 1 && std::fabs(d / period - k) <= 0.1) ++on_grid;
-      periods += std::max(1.0, k);
+      if (!(k >= 1 && std::fabs(d / period - k) <= 0.1) && ++off_grid > 0.2 * n) return false;
+      if ((periods += std::max(1.0, k)) > 1.5 * n) return false;
     }
-    return static_cast<double>(on_grid) >= 0.8 * static_cast<double>(diffs.size()) &&
-           periods <= 1.5 * static_cast<double>(diffs.size());
+    return true;
   };
   std::vector<double> candidates;
   for (double d : diffs)
