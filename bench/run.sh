@@ -37,11 +37,20 @@ start_server() {
   port=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.out")
 }
 
-# One bench run; prints "tokens_per_s tpot_p99_ms".
+# One bench run (60 requests x 100 tokens, ~6 s); prints "tokens_per_s tpot_p99_ms
+# server_cpu_ms_per_token". The server's CPU per token is the steadier measure on a shared VM:
+# its token work is fixed, so what the probes add in its context (tracepoints, sampling
+# interrupts) shows there, while tokens/s also moves with the host's noise.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 load() {
-  "$ld" bench --url "http://127.0.0.1:$port/v1/completions" --requests 24 --concurrency 2 \
+  local before after
+  before=$(cpu_ticks "$server_pid")
+  "$ld" bench --url "http://127.0.0.1:$port/v1/completions" --requests 60 --concurrency 2 \
     --max-tokens 100 --quiet >"$work/bench.txt"
-  awk '/^tokens\/s/ {t=$2} /^TPOT P99/ {p=$4} END {print t, p}' "$work/bench.txt"
+  after=$(cpu_ticks "$server_pid")
+  awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" \
+    '/^tokens\/s/ {t=$2} /^TPOT P99/ {p=$4} /^tokens / {n=$2}
+     END {printf "%s %s %.4f\n", t, p, (n > 0 ? ticks * 1000 / hz / n : 0)}' "$work/bench.txt"
 }
 
 # Starts the agent with default probes; waits until attached.
@@ -50,6 +59,7 @@ start_agent() {
     --format json -o "$work/agent.json" 2>"$work/agent.err" &
   agent_pid=$!
   for _ in $(seq 400); do grep -q "attached to pid" "$work/agent.err" && break; sleep 0.05; done
+  sleep 1  # the steady state an agent left on runs in, not its start (attach is (e))
 }
 stop_agent() {
   pkill -INT -P "$agent_pid" 2>/dev/null || true  # the agent runs under /usr/bin/time
@@ -78,6 +88,11 @@ for i in $(seq "$pairs"); do
 done
 tput_none=$(cut -d' ' -f1 "$work/none" | median); tput_with=$(cut -d' ' -f1 "$work/with" | median)
 p99_none=$(cut -d' ' -f2 "$work/none" | median); p99_with=$(cut -d' ' -f2 "$work/with" | median)
+cpu_none=$(cut -d' ' -f3 "$work/none" | median); cpu_with=$(cut -d' ' -f3 "$work/with" | median)
+# Paired: each with-run against the without-run next to it (the host's drift cancels).
+paired_tput=$(paste -d' ' "$work/none" "$work/with" | awk '{print ($4 / $1 - 1) * 100}' | median)
+paired_p99=$(paste -d' ' "$work/none" "$work/with" | awk '{print ($5 / $2 - 1) * 100}' | median)
+paired_cpu=$(paste -d' ' "$work/none" "$work/with" | awk '{print ($6 / $3 - 1) * 100}' | median)
 
 echo "bench: (b) the same load under libbpf-tools"
 tools_status=""
@@ -178,7 +193,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%+.2f%%", (a / b - 1) * 100}';
   echo "|---|---|---|---|"
   echo "| tokens/s (median of $pairs) | $tput_none | $tput_with ($(ratio "$tput_with" "$tput_none")) | $tput_tools ($(ratio "$tput_tools" "$tput_none")) |"
   echo "| TPOT p99 ms (median of $pairs) | $p99_none | $p99_with ($(ratio "$p99_with" "$p99_none")) | $p99_tools ($(ratio "$p99_tools" "$p99_none")) |"
+  echo "| server CPU ms per token (median of $pairs) | $cpu_none | $cpu_with ($(ratio "$cpu_with" "$cpu_none")) | $(cut -d' ' -f3 "$work/tools" | median) |"
   echo
+  echo "- paired (median of the $pairs with/without pairs' ratios): tokens/s $(printf '%+.2f' "$paired_tput")%, TPOT p99 $(printf '%+.2f' "$paired_p99")%, server CPU per token $(printf '%+.2f' "$paired_cpu")%"
+  echo "- runs (tokens/s, TPOT p99 ms, server CPU ms/token): without: $(paste -sd';' "$work/none"); with: $(paste -sd';' "$work/with")"
   echo "- agent: attach (load + attach all probes) median $attach_ms ms; peak RSS $rss_mb MiB; lost events in the A/B runs: $lost_total"
   echo "- libbpf-tools: $tools_status"
   echo "- stress sweep (asked/s, achieved/s, lost, trace bytes):"
