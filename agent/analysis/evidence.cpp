@@ -233,7 +233,9 @@ bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
     case LD_EV_BLOCK_RQ: {
       auto* e = record_as<ld_block_rq>(rec, size);
       if (!e) return false;
-      thread_of(rec).block_rqs.push_back({e->issue_ns, rec.ts_ns, e->bytes, (e->rwbs & LD_RWBS_WRITE) != 0});
+      ThreadEvidence& t = thread_of(rec);
+      t.block_rqs++;
+      t.block_rq_bytes += e->bytes;
       break;
     }
     case LD_EV_RECLAIM: {
@@ -315,7 +317,6 @@ void EvidenceStore::finish() {
     sort_by(t.faults, [](const Faults& f) { return f.first_ns; });
     sort_by(t.samples, [](const CpuSample& s) { return s.ts_ns; });
     sort_by(t.reclaims, [](const Reclaim& r) { return r.start_ns; });
-    sort_by(t.block_rqs, [](const BlockRq& b) { return b.issue_ns; });
     // The ends as attribution.cpp's searches read them (faults: last fault + 1 ns).
     t.longest.aggs = longest(t.aggs, [](auto& g) { return g.start_ns; }, [](auto& g) { return g.end_ns; });
     t.longest.syscalls = longest(t.syscalls, [](auto& s) { return s.start_ns; }, [](auto& s) { return s.end_ns; });
