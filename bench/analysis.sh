@@ -21,7 +21,14 @@ out=bench/results/latest.md
 mkdir -p bench/results
 work=$(mktemp -d)
 server_pid=""
-cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$work"; }
+# LD_BENCH_KEEP=DIR keeps the two traces there (to profile or re-measure the same inputs).
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null
+  if [ -n "${LD_BENCH_KEEP:-}" ] && [ -f "$work/synthetic.ldtrace" ]; then
+    mkdir -p "$LD_BENCH_KEEP" && mv "$work"/*.ldtrace "$LD_BENCH_KEEP"/
+  fi
+  rm -rf "$work"
+}
 trap cleanup EXIT
 
 echo "bench: (f) analysis: recording a real trace (20 s)"
@@ -47,6 +54,9 @@ echo "bench: (f) analysis: generating a synthetic trace of $records records"
 "$tool" generate "$work/synthetic.ldtrace" --records "$records" --mix "$work/real.ldtrace" \
   2>"$work/generate.err"
 tail -1 "$work/generate.err"
+# The generated file's pages are still being written back: measure the analysis, not that.
+sync
+sleep 2
 
 echo "bench: (f) analysis: measuring ($repeat runs each)"
 cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
