@@ -228,8 +228,12 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
     if (acc.with_evidence) note(acc, Cause::kCpuContention, 0, {}, {{"runnable_ms", ms(short_runnable)}});
     left -= short_runnable;
   }
-  // Timed calls and stalls while on CPU, by priority: reclaim, memory calls, sync calls.
-  Intervals reclaim, memory, disk;
+  // Timed calls and stalls while on CPU, by priority: reclaim, memory calls, sync calls; then
+  // waits that cannot be CPU time at all (a futex wait or a sleep of >= 100 us): they show up
+  // here when the scheduler itemised no off-CPU interval for them (waits under its 1 ms
+  // threshold are summed, and a missed switch would otherwise turn a 300 ms lock wait into
+  // compute).
+  Intervals reclaim, memory, disk, lock, gil, sleep;
   for_overlapping(t->reclaims, cur.reclaims, t->longest.reclaims, a, b, [](const Reclaim& r) { return r.start_ns; },
                   [](const Reclaim& r) { return r.end_ns; },
                   [&](const Reclaim& r) { reclaim.add(std::max(a, r.start_ns), std::min(b, r.end_ns)); });
@@ -243,19 +247,33 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
                     } else if (is_disk_kind(s.kind)) {
                       disk.add(std::max(a, s.start_ns), std::min(b, s.end_ns));
                       if (!biggest_disk || s.end_ns - s.start_ns > biggest_disk->end_ns - biggest_disk->start_ns) biggest_disk = &s;
+                    } else if (is_futex_kind(s.kind)) {
+                      (store_.is_gil_address(t->tgid, s.arg0) ? gil : lock)
+                          .add(std::max(a, s.start_ns), std::min(b, s.end_ns));
+                    } else if (is_sleep_kind(s.kind)) {
+                      sleep.add(std::max(a, s.start_ns), std::min(b, s.end_ns));
                     }
                   });
   // Most running spans overlap no timed call: skip the interval arithmetic (all empty).
-  Intervals covered, mem_only, disk_only;
-  if (!reclaim.empty() || !memory.empty() || !disk.empty()) {
+  Intervals covered, mem_only, disk_only, gil_only, lock_only, sleep_only;
+  if (!reclaim.empty() || !memory.empty() || !disk.empty() || !gil.empty() || !lock.empty() || !sleep.empty()) {
     reclaim.normalise();
     memory.normalise();
     disk.normalise();
+    gil.normalise();
+    lock.normalise();
+    sleep.normalise();
     covered = reclaim;
     mem_only = memory.minus(covered);
     covered.merge(mem_only);
     disk_only = disk.minus(covered);
     covered.merge(disk_only);
+    gil_only = gil.minus(covered);
+    covered.merge(gil_only);
+    lock_only = lock.minus(covered);
+    covered.merge(lock_only);
+    sleep_only = sleep.minus(covered);
+    covered.merge(sleep_only);
   }
   auto take = [&](Cause cause, uint64_t ns) {
     ns = std::min(ns, left);
@@ -273,6 +291,12 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
   if (uint64_t ns = take(Cause::kDiskIo, disk_only.total()); ns && biggest_disk && evidence)
     note(acc, Cause::kDiskIo, ns, {{"syscall", syscall_kind_name(biggest_disk->kind)}, {"path", biggest_disk->path}},
          {{"sync_ms", ms(ns)}});
+  if (uint64_t ns = take(Cause::kGil, gil_only.total()); ns && evidence)
+    note(acc, Cause::kGil, ns, {{"method", store_.gil_method(t->tgid)}}, {{"wait_ms", ms(ns)}});
+  if (uint64_t ns = take(Cause::kLockContention, lock_only.total()); ns && evidence)
+    note(acc, Cause::kLockContention, ns, {{"syscall", "futex"}}, {{"wait_ms", ms(ns)}});
+  if (uint64_t ns = take(Cause::kAppWait, sleep_only.total()); ns && evidence)
+    note(acc, Cause::kAppWait, ns, {{"syscall", "sleep or poll"}}, {});
   // Page faults are counted, not timed: their time comes from the samples below.
   double faults = 0;
   for_overlapping(t->faults, cur.faults, t->longest.faults, a, b, [](const Faults& f) { return f.first_ns; },
