@@ -211,8 +211,9 @@ struct ld_migrate {
 	ld_u32 dest_cpu;
 };
 
-/* One cpu-clock sample (499 Hz per CPU) that hit a target thread: hdr.tid was
- * on CPU hdr.cpu at hdr.ts_ns.  kstack_id refers to ld_kstack source LD_PROBE_PERF. */
+/* One cpu-clock sample (99 Hz per CPU by default, --sample-hz) that hit a
+ * target thread: hdr.tid was on CPU hdr.cpu at hdr.ts_ns.  kstack_id refers to
+ * ld_kstack source LD_PROBE_PERF. */
 struct ld_cpu_sample {
 	struct ld_hdr hdr;
 	ld_s64 kstack_id;    /* < 0 when in user mode or no stack */
