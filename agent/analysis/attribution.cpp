@@ -233,47 +233,42 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
   // here when the scheduler itemised no off-CPU interval for them (waits under its 1 ms
   // threshold are summed, and a missed switch would otherwise turn a 300 ms lock wait into
   // compute).
-  Intervals reclaim, memory, disk, lock, gil, sleep;
+  // Indexed in that priority order: each set keeps only what the ones before it left.
+  enum Timed { kReclaimed, kMemory, kDisk, kGilWait, kLockWait, kSleep, kTimedKinds };
+  std::array<Intervals, kTimedKinds> timed;
+  auto clip_into = [&](Timed kind, uint64_t start, uint64_t end) {
+    timed[kind].add(std::max(a, start), std::min(b, end));
+  };
   for_overlapping(t->reclaims, cur.reclaims, t->longest.reclaims, a, b, [](const Reclaim& r) { return r.start_ns; },
                   [](const Reclaim& r) { return r.end_ns; },
-                  [&](const Reclaim& r) { reclaim.add(std::max(a, r.start_ns), std::min(b, r.end_ns)); });
+                  [&](const Reclaim& r) { clip_into(kReclaimed, r.start_ns, r.end_ns); });
   const Syscall* biggest_mem = nullptr;
   const Syscall* biggest_disk = nullptr;
+  auto longer = [](const Syscall* best, const Syscall& s) {
+    return !best || s.end_ns - s.start_ns > best->end_ns - best->start_ns;
+  };
   for_overlapping(t->syscalls, cur.syscalls, t->longest.syscalls, a, b, [](const Syscall& s) { return s.start_ns; },
                   [](const Syscall& s) { return s.end_ns; }, [&](const Syscall& s) {
                     if (is_memory_kind(s.kind)) {
-                      memory.add(std::max(a, s.start_ns), std::min(b, s.end_ns));
-                      if (!biggest_mem || s.end_ns - s.start_ns > biggest_mem->end_ns - biggest_mem->start_ns) biggest_mem = &s;
+                      clip_into(kMemory, s.start_ns, s.end_ns);
+                      if (longer(biggest_mem, s)) biggest_mem = &s;
                     } else if (is_disk_kind(s.kind)) {
-                      disk.add(std::max(a, s.start_ns), std::min(b, s.end_ns));
-                      if (!biggest_disk || s.end_ns - s.start_ns > biggest_disk->end_ns - biggest_disk->start_ns) biggest_disk = &s;
+                      clip_into(kDisk, s.start_ns, s.end_ns);
+                      if (longer(biggest_disk, s)) biggest_disk = &s;
                     } else if (is_futex_kind(s.kind)) {
-                      (store_.is_gil_address(t->tgid, s.arg0) ? gil : lock)
-                          .add(std::max(a, s.start_ns), std::min(b, s.end_ns));
+                      clip_into(store_.is_gil_address(t->tgid, s.arg0) ? kGilWait : kLockWait, s.start_ns, s.end_ns);
                     } else if (is_sleep_kind(s.kind)) {
-                      sleep.add(std::max(a, s.start_ns), std::min(b, s.end_ns));
+                      clip_into(kSleep, s.start_ns, s.end_ns);
                     }
                   });
-  // Most running spans overlap no timed call: skip the interval arithmetic (all empty).
-  Intervals covered, mem_only, disk_only, gil_only, lock_only, sleep_only;
-  if (!reclaim.empty() || !memory.empty() || !disk.empty() || !gil.empty() || !lock.empty() || !sleep.empty()) {
-    reclaim.normalise();
-    memory.normalise();
-    disk.normalise();
-    gil.normalise();
-    lock.normalise();
-    sleep.normalise();
-    covered = reclaim;
-    mem_only = memory.minus(covered);
-    covered.merge(mem_only);
-    disk_only = disk.minus(covered);
-    covered.merge(disk_only);
-    gil_only = gil.minus(covered);
-    covered.merge(gil_only);
-    lock_only = lock.minus(covered);
-    covered.merge(lock_only);
-    sleep_only = sleep.minus(covered);
-    covered.merge(sleep_only);
+  // Most running spans overlap no timed call: empty sets cost no interval arithmetic.
+  Intervals covered;
+  std::array<Intervals, kTimedKinds> only;  // each set minus the higher-priority ones
+  for (size_t kind = 0; kind < kTimedKinds; ++kind) {
+    if (timed[kind].empty()) continue;
+    timed[kind].normalise();
+    only[kind] = timed[kind].minus(covered);
+    covered.merge(only[kind]);
   }
   auto take = [&](Cause cause, uint64_t ns) {
     ns = std::min(ns, left);
@@ -283,19 +278,19 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
   };
   // The evidence objects are built only when wanted (note() would drop them anyway).
   const bool evidence = acc.with_evidence;
-  if (uint64_t ns = take(Cause::kSwapReclaim, reclaim.total()); ns && evidence)
+  if (uint64_t ns = take(Cause::kSwapReclaim, only[kReclaimed].total()); ns && evidence)
     note(acc, Cause::kSwapReclaim, ns, {{"kind", "direct reclaim"}}, {{"reclaim_ms", ms(ns)}});
-  if (uint64_t ns = take(Cause::kKvAlloc, mem_only.total()); ns && biggest_mem && evidence)
+  if (uint64_t ns = take(Cause::kKvAlloc, only[kMemory].total()); ns && biggest_mem && evidence)
     note(acc, Cause::kKvAlloc, ns, {{"syscall", syscall_kind_name(biggest_mem->kind)}},
          {{"calls", 1}, {"mmap_bytes", grows_mapping(biggest_mem->kind) ? static_cast<double>(biggest_mem->arg0) : 0.0}});
-  if (uint64_t ns = take(Cause::kDiskIo, disk_only.total()); ns && biggest_disk && evidence)
+  if (uint64_t ns = take(Cause::kDiskIo, only[kDisk].total()); ns && biggest_disk && evidence)
     note(acc, Cause::kDiskIo, ns, {{"syscall", syscall_kind_name(biggest_disk->kind)}, {"path", biggest_disk->path}},
          {{"sync_ms", ms(ns)}});
-  if (uint64_t ns = take(Cause::kGil, gil_only.total()); ns && evidence)
+  if (uint64_t ns = take(Cause::kGil, only[kGilWait].total()); ns && evidence)
     note(acc, Cause::kGil, ns, {{"method", store_.gil_method(t->tgid)}}, {{"wait_ms", ms(ns)}});
-  if (uint64_t ns = take(Cause::kLockContention, lock_only.total()); ns && evidence)
+  if (uint64_t ns = take(Cause::kLockContention, only[kLockWait].total()); ns && evidence)
     note(acc, Cause::kLockContention, ns, {{"syscall", "futex"}}, {{"wait_ms", ms(ns)}});
-  if (uint64_t ns = take(Cause::kAppWait, sleep_only.total()); ns && evidence)
+  if (uint64_t ns = take(Cause::kAppWait, only[kSleep].total()); ns && evidence)
     note(acc, Cause::kAppWait, ns, {{"syscall", "sleep or poll"}}, {});
   // Page faults are counted, not timed: their time comes from the samples below.
   double faults = 0;

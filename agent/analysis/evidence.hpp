@@ -106,10 +106,6 @@ struct ThreadEvidence {
   util::BigVector<Faults> faults;
   util::BigVector<CpuSample> samples;
   util::BigVector<Reclaim> reclaims;
-  // Block requests are counted, not kept: attribution takes disk time from the sync calls and
-  // the blocked states (a thread waits in fsync, not in a request), and in a logger-heavy
-  // trace they were a third of the records (timelines read them from the trace: thread_tracks).
-  uint64_t block_rqs = 0, block_rq_bytes = 0;
   uint64_t migrations = 0;
   // The longest item (end - start) of each list, set by finish(): how far before a window a
   // search must look for items that overlap it. Per list: one 300 ms fsync must not make every

@@ -17,12 +17,7 @@ namespace {
 constexpr double kNsPerMs = 1e6;
 double ms(uint64_t ns) { return static_cast<double>(ns) / kNsPerMs; }
 
-double mad(const std::vector<double>& values, double center) {
-  std::vector<double> dev;
-  dev.reserve(values.size());
-  for (double v : values) dev.push_back(std::fabs(v - center));
-  return median(std::move(dev));
-}
+double mad(std::vector<double> values, double center) { return mad_in_place(values, center); }
 
 // A window to attribute: [a, b] on the thread that sent the token at b.
 struct Window {

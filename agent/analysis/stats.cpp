@@ -103,8 +103,7 @@ void select_ranks(std::vector<double>& v, std::initializer_list<double> percents
   }
 }
 
-Distribution describe(std::vector<double> values) {
-  std::vector<double>& ranked = values;
+Distribution describe(std::vector<double> ranked) {
   drop_nan(ranked);
   Distribution d;
   d.count = ranked.size();

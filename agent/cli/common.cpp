@@ -96,11 +96,11 @@ void add_record_flags(CLI::App* sub, RecordFlags& flags, const std::string& defa
                   "report shows lost events")
       ->capture_default_str();
   sub->add_option("--sample-hz", flags.sample_hz,
-                  fmt::format("On-CPU samples per second per CPU (perf probe; default {}). Each sample "
-                              "is a timer interrupt on a CPU the target runs on: lower it where the "
-                              "agent's overhead matters more than the detail of short windows",
-                              probes::kDefaultSampleHz))
-      ->check(CLI::Range(1, 10000));
+                  "On-CPU samples per second per CPU (perf probe). Each sample is a timer "
+                  "interrupt on a CPU the target runs on: lower it where the agent's overhead "
+                  "matters more than the detail of short windows")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
   sub->add_flag("-q,--quiet", flags.quiet, "No progress line on stderr");
   sub->add_flag("-v,--verbose", flags.verbose, "Show libbpf's log (why a probe failed to load)");
 }

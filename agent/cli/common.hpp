@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "probes/probe.hpp"
 #include "report/report.hpp"
 #include "util/parse.hpp"
 
@@ -81,7 +82,7 @@ struct RecordFlags {
   std::string duration;
   std::string probes = "all";
   std::string ringbuf = "16M";
-  uint32_t sample_hz = 0;  // 0: the default
+  uint32_t sample_hz = probes::kDefaultSampleHz;
   bool quiet = false;
   bool verbose = false;
 };

@@ -18,6 +18,11 @@ struct ld_hdr;
 
 namespace ld::probes {
 
+// The perf probe's default rate. An odd number, off the beat of periodic timers (and of other
+// profilers' 100/1000 Hz). Each sample is a timer interrupt on the sampled CPU; see
+// docs/performance.md for what a rate costs the target.
+constexpr uint32_t kDefaultSampleHz = 99;
+
 struct ProbeOptions;
 
 // "This kernel/host cannot do that": shown as status "unavailable" with the message.

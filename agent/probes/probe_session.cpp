@@ -151,9 +151,9 @@ struct ProbeSession::Impl {
     // Records made in user space while starting (tcp's baseline sample) may come from any of
     // the threads; the sinks see them one at a time.
     std::mutex emit_mutex;
-    EmitFn emit = [this, &emit_mutex](const ld_hdr& rec, size_t size) {
+    EmitFn emit = [&emit_mutex, deliver = emitter()](const ld_hdr& rec, size_t size) {
       std::lock_guard lock(emit_mutex);
-      if (delivering) on_record(rec, size);
+      deliver(rec, size);
     };
     auto work = [&] {
       for (size_t i; (i = next++) < made.size();)

@@ -30,11 +30,6 @@ class ProbeError : public std::runtime_error {
   Kind kind_;
 };
 
-// The perf probe's default rate. An odd number, off the beat of periodic timers (and of other
-// profilers' 100/1000 Hz). Each sample is a timer interrupt on the sampled CPU; see
-// docs/performance.md for what a rate costs the target.
-constexpr uint32_t kDefaultSampleHz = 99;
-
 struct ProbeOptions {
   std::vector<uint32_t> tgids;
   bool follow_children = false;

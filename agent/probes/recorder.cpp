@@ -173,7 +173,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   probe_options.tgids = tgids;
   probe_options.follow_children = options.children;
   probe_options.ringbuf_bytes = options.ringbuf_bytes;
-  if (options.sample_hz) probe_options.sample_hz = options.sample_hz;
+  probe_options.sample_hz = options.sample_hz;
   probe_options.probes = options.probes;
   probe_options.verbose = options.verbose;
   probe_options.extra_probes = options.extra_probes;

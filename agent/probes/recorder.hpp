@@ -22,7 +22,7 @@ struct RecordOptions {
   uint64_t duration_ms = 0;        // 0 = until a signal or the targets exit
   std::string trace_path;          // "" = do not write a trace
   uint32_t ringbuf_bytes = 16u << 20;
-  uint32_t sample_hz = 0;          // 0 = the perf probe's default (kDefaultSampleHz)
+  uint32_t sample_hz = kDefaultSampleHz;  // the perf probe's cpu-clock rate per CPU
   std::vector<std::string> probes; // empty = defaults
   std::string token_source = "sse";
   bool quiet = false;
