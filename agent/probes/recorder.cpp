@@ -169,14 +169,13 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
 
   const int64_t offset = host::sample_realtime_minus_monotonic_ns();
   std::unique_ptr<trace::TraceWriter> writer;
-  ProbeOptions probe_options;
-  probe_options.tgids = tgids;
-  probe_options.follow_children = options.children;
-  probe_options.ringbuf_bytes = options.ringbuf_bytes;
-  probe_options.sample_hz = options.sample_hz;
-  probe_options.probes = options.probes;
-  probe_options.verbose = options.verbose;
-  probe_options.extra_probes = options.extra_probes;
+  ProbeOptions probe_options{.tgids = tgids,
+                             .follow_children = options.children,
+                             .ringbuf_bytes = options.ringbuf_bytes,
+                             .sample_hz = options.sample_hz,
+                             .probes = options.probes,
+                             .verbose = options.verbose,
+                             .extra_probes = options.extra_probes};
   std::string write_error;
   auto sink = [&](const ld_hdr& rec, size_t size) {
     if (writer && write_error.empty()) {
