@@ -210,11 +210,100 @@ static __always_inline void ld_block_stack(void *ctx, struct ld_sched_thread *st
 	slot->walked_ns = now;
 }
 
+/* prev's state at the switch: the tracepoint's own prev_state argument where
+ * it has one, else re-read from prev. */
+#define LD_STATE_FROM_TASK 0xffffffffu
+
+/* holder: the task that held the CPU until on_ns (`current`, = prev, at a
+ * switch-in), or NULL when the switch-in was not seen. */
+static __always_inline void ld_emit_offcpu(struct ld_sched_thread *st, struct task_struct *holder,
+					   __u32 tid, __u32 tgid, __u64 on_ns)
+{
+	struct ld_offcpu *e = ld_reserve(LD_PROBE_SCHED, LD_EV_OFFCPU, sizeof(*e));
+
+	if (!e)
+		return;
+	ld_set_subject(&e->hdr, tid, tgid);
+	e->hdr.ts_ns = on_ns;
+	e->off_ns = st->off_ns;
+	e->wake_ns = st->wake_ns;
+	e->on_ns = on_ns;
+	e->kind = st->kind;
+	e->prev_state = st->prev_state;
+	e->kstack_id = st->kstack_id;
+	e->waker_tid = st->waker_tid;
+	e->waker_tgid = st->waker_tgid;
+	e->off_cpu = st->off_cpu;
+	e->on_cpu = bpf_get_smp_processor_id();
+	e->syscall_nr = st->syscall_nr;
+	e->flags = st->flags;
+	__builtin_memcpy(e->waker_comm, st->waker_comm, LD_COMM_LEN);
+	if (holder) {
+		e->holder_tid = BPF_CORE_READ(holder, pid);
+		e->holder_tgid = BPF_CORE_READ(holder, tgid);
+		bpf_get_current_comm(e->holder_comm, sizeof(e->holder_comm));
+	} else {
+		e->flags |= LD_OFFCPU_ON_UNSEEN;
+		e->holder_tid = 0;
+		e->holder_tgid = 0;
+		__builtin_memset(e->holder_comm, 0, sizeof(e->holder_comm));
+	}
+	ld_commit(LD_PROBE_SCHED, e);
+}
+
+/* Ends the thread's off-CPU interval at on_ns: one record when it lasted at
+ * least ld_offcpu_min_ns, else summed into the thread's aggregate. */
+static __always_inline void ld_close_interval(struct ld_sched_thread *st, struct task_struct *holder,
+					      __u32 tid, __u32 tgid, __u64 on_ns)
+{
+	__u64 ready;
+
+	/* bpf_ktime_get_ns() is the NMI-safe fast clock: read on two CPUs around
+	 * a timekeeping update it can step back a little (see
+	 * ktime_get_mono_fast_ns()).  Switch-out, wake-up and switch-in run on
+	 * different CPUs, so order the three here: a wake stamped before off_ns
+	 * made a negative blocked time. */
+	if (on_ns < st->off_ns)
+		on_ns = st->off_ns;
+	if (st->wake_ns && st->wake_ns < st->off_ns)
+		st->wake_ns = st->off_ns;
+	if (st->wake_ns > on_ns)
+		st->wake_ns = on_ns;
+	if (on_ns - st->off_ns >= ld_offcpu_min_ns) {
+		ld_emit_offcpu(st, holder, tid, tgid, on_ns);
+	} else if (st->kind == LD_OFF_BLOCKED) {
+		/* A wake-up we did not see (before attach) counts as on_ns. */
+		ready = st->wake_ns ? st->wake_ns : on_ns;
+		st->blocked_ns += ready - st->off_ns;
+		st->runnable_ns += on_ns - ready;
+		st->blocked_count++;
+	} else {
+		st->runnable_ns += on_ns - st->off_ns;
+		st->runnable_count++;
+	}
+	st->off_ns = 0;
+	st->wake_ns = 0;
+	if (on_ns - st->period_start_ns >= ld_agg_period_ns && on_ns > st->period_start_ns)
+		ld_flush_agg(st, tid, tgid, on_ns);
+}
+
+/* A thread that is running (switching out, exiting) while its state says it
+ * is off CPU was switched in without us seeing it (LD_OFFCPU_ON_UNSEEN). */
+static __always_inline void ld_close_unseen(struct ld_sched_thread *st, __u32 tid, __u32 tgid,
+					    __u64 now)
+{
+	__u64 on = st->wake_ns ? st->wake_ns : st->off_ns;
+
+	if (!st->off_ns)
+		return;
+	ld_close_interval(st, NULL, tid, tgid, on < now ? on : now);
+}
+
 static __always_inline void ld_switch_out(void *ctx, bool preempt, struct task_struct *prev,
-					  struct task_struct *next, __u32 tid, __u32 tgid, __u64 now)
+					  struct task_struct *next, __u32 tid, __u32 tgid, __u64 now,
+					  __u32 state)
 {
 	struct ld_sched_thread *st;
-	__u32 state;
 
 	/* The last switch of a dying thread: its entry is gone (ld_sched_exit),
 	 * do not make a new one that nobody would delete. */
@@ -223,7 +312,9 @@ static __always_inline void ld_switch_out(void *ctx, bool preempt, struct task_s
 	st = ld_thread_state(tid, tgid, now);
 	if (!st)
 		return;
-	state = ld_task_state(prev);
+	ld_close_unseen(st, tid, tgid, now);
+	if (state == LD_STATE_FROM_TASK)
+		state = ld_task_state(prev);
 	st->off_ns = now;
 	st->wake_ns = 0;
 	st->prev_state = state;
@@ -249,66 +340,17 @@ static __always_inline void ld_switch_out(void *ctx, bool preempt, struct task_s
 	}
 }
 
-static __always_inline void ld_emit_offcpu(struct ld_sched_thread *st, struct task_struct *prev,
-					   __u32 tid, __u32 tgid, __u64 now)
-{
-	struct ld_offcpu *e = ld_reserve(LD_PROBE_SCHED, LD_EV_OFFCPU, sizeof(*e));
-
-	if (!e)
-		return;
-	ld_set_subject(&e->hdr, tid, tgid);
-	e->hdr.ts_ns = now;
-	e->off_ns = st->off_ns;
-	e->wake_ns = st->wake_ns;
-	e->on_ns = now;
-	e->kind = st->kind;
-	e->prev_state = st->prev_state;
-	e->kstack_id = st->kstack_id;
-	e->waker_tid = st->waker_tid;
-	e->waker_tgid = st->waker_tgid;
-	e->off_cpu = st->off_cpu;
-	e->on_cpu = bpf_get_smp_processor_id();
-	e->syscall_nr = st->syscall_nr;
-	e->flags = st->flags;
-	__builtin_memcpy(e->waker_comm, st->waker_comm, LD_COMM_LEN);
-	/* prev is still `current`: the task that held this CPU until now. */
-	e->holder_tid = BPF_CORE_READ(prev, pid);
-	e->holder_tgid = BPF_CORE_READ(prev, tgid);
-	bpf_get_current_comm(e->holder_comm, sizeof(e->holder_comm));
-	ld_commit(LD_PROBE_SCHED, e);
-}
-
 static __always_inline void ld_switch_in(struct task_struct *prev, __u32 tid, __u32 tgid,
 					 __u64 now)
 {
 	struct ld_sched_thread *st = bpf_map_lookup_elem(&ld_sched_threads, &tid);
-	__u64 ready;
 
-	if (!st || !st->off_ns || now < st->off_ns)
+	if (!st || !st->off_ns)
 		return;
-	if (now - st->off_ns >= ld_offcpu_min_ns) {
-		ld_emit_offcpu(st, prev, tid, tgid, now);
-	} else if (st->kind == LD_OFF_BLOCKED) {
-		/* A wake-up we did not see (before attach) counts as now. */
-		ready = st->wake_ns ? st->wake_ns : now;
-		st->blocked_ns += ready - st->off_ns;
-		st->runnable_ns += now - ready;
-		st->blocked_count++;
-	} else {
-		st->runnable_ns += now - st->off_ns;
-		st->runnable_count++;
-	}
-	st->off_ns = 0;
-	st->wake_ns = 0;
-	if (now - st->period_start_ns >= ld_agg_period_ns)
-		ld_flush_agg(st, tid, tgid, now);
+	ld_close_interval(st, prev, tid, tgid, now);
 }
 
-/* TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next,
- *          unsigned int prev_state) -- prev_state (5.18+) is not used: the
- * state is read from prev so that older kernels work too. */
-SEC("raw_tracepoint/sched_switch")
-int ld_sched_switch(struct bpf_raw_tracepoint_args *ctx)
+static __always_inline int ld_on_switch(struct bpf_raw_tracepoint_args *ctx, __u32 prev_state)
 {
 	bool preempt = (bool)ctx->args[0];
 	struct task_struct *prev = (struct task_struct *)ctx->args[1];
@@ -322,7 +364,7 @@ int ld_sched_switch(struct bpf_raw_tracepoint_args *ctx)
 	 * idle task, one side of most switches on a quiet machine: no lookup. */
 	if ((__u32)id && ld_is_target(id >> 32)) {
 		now = bpf_ktime_get_ns();
-		ld_switch_out(ctx, preempt, prev, next, (__u32)id, id >> 32, now);
+		ld_switch_out(ctx, preempt, prev, next, (__u32)id, id >> 32, now, prev_state);
 	}
 	if (next_tgid && ld_is_target(next_tgid)) {
 		if (!now)
@@ -330,6 +372,27 @@ int ld_sched_switch(struct bpf_raw_tracepoint_args *ctx)
 		ld_switch_in(prev, BPF_CORE_READ(next, pid), next_tgid, now);
 	}
 	return 0;
+}
+
+/* TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next,
+ *          unsigned int prev_state) since 5.18 (commit fa2c3254d7cf): the state
+ * __schedule() decided on.  prev->__state itself is not that: since
+ * c6e7bd7afaeb (5.8) a wake-up on another CPU may set it to TASK_WAKING or
+ * TASK_RUNNING while prev is still switching out, and a real block then read
+ * as a preemption (~1 in 1000 of a 200 us sleeper's blocks here).  On older
+ * kernels reading args[3] fails the attach (the raw tracepoint has 3
+ * arguments); user space then attaches ld_sched_switch_legacy. */
+SEC("raw_tracepoint/sched_switch")
+int ld_sched_switch(struct bpf_raw_tracepoint_args *ctx)
+{
+	return ld_on_switch(ctx, (__u32)ctx->args[3]);
+}
+
+/* Before 5.18: the state re-read from prev (racy, as above). */
+SEC("raw_tracepoint/sched_switch")
+int ld_sched_switch_legacy(struct bpf_raw_tracepoint_args *ctx)
+{
+	return ld_on_switch(ctx, LD_STATE_FROM_TASK);
 }
 
 /* TP_PROTO(struct task_struct *p): in try_to_wake_up(), caller's context. */
@@ -420,13 +483,16 @@ int ld_sched_exit(struct bpf_raw_tracepoint_args *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
 	struct ld_sched_thread *st;
+	__u64 now;
 
 	if (!ld_is_target(id >> 32))
 		return 0;
 	st = bpf_map_lookup_elem(&ld_sched_threads, &tid);
 	if (!st)
 		return 0;
-	ld_flush_agg(st, tid, id >> 32, bpf_ktime_get_ns());
+	now = bpf_ktime_get_ns();
+	ld_close_unseen(st, tid, id >> 32, now);
+	ld_flush_agg(st, tid, id >> 32, now);
 	bpf_map_delete_elem(&ld_sched_threads, &tid);
 	return 0;
 }

@@ -52,8 +52,12 @@ class SchedProbe : public Probe {
     skel_->rodata->ld_trace_migrations = true;
     if (bpf_map__value_size(skel_->maps.ld_sched_threads) != sizeof(ThreadState))
       throw ProbeUnavailable("sched: ld_sched_thread layout differs from the loader's copy");
+    // One of the two sched_switch programs is attached below, by what the kernel offers.
+    bpf_program__set_autoattach(skel_->progs.ld_sched_switch, false);
+    bpf_program__set_autoattach(skel_->progs.ld_sched_switch_legacy, false);
     if (int err = sched_bpf__load(skel_.get())) throw_libbpf_error("sched", "loading", err);
     if (int err = sched_bpf__attach(skel_.get())) throw_libbpf_error("sched", "attaching", err);
+    attach_switch();
     // Now, while privileged: the recorder drops CAP_SYSLOG after attaching, and kallsyms
     // then shows every address as 0 to a new reader.
     open_kernel_symbols();
@@ -74,11 +78,25 @@ class SchedProbe : public Probe {
     return fmt::format(
         "raw tracepoints sched_switch/sched_waking/sched_wakeup_new/sched_migrate_task; "
         "off-CPU >= {} ms itemised with waker, holder, syscall and kernel stack, shorter "
-        "ones summed per thread per {} ms",
-        kOffcpuMinNs / 1'000'000, kAggPeriodNs / 1'000'000);
+        "ones summed per thread per {} ms{}",
+        kOffcpuMinNs / 1'000'000, kAggPeriodNs / 1'000'000,
+        legacy_state_ ? "; kernel < 5.18: a block can read as a preemption when a wake-up races it"
+                      : "");
   }
 
  private:
+  // sched_switch has its prev_state argument since 5.18: the program that reads it fails to
+  // attach (EINVAL: the raw tracepoint has fewer arguments) on older kernels.
+  void attach_switch() {
+    skel_->links.ld_sched_switch = bpf_program__attach(skel_->progs.ld_sched_switch);
+    if (skel_->links.ld_sched_switch) return;
+    int err = -errno;
+    skel_->links.ld_sched_switch_legacy = bpf_program__attach(skel_->progs.ld_sched_switch_legacy);
+    if (!skel_->links.ld_sched_switch_legacy)
+      throw_libbpf_error("sched", "attaching sched_switch", err ? err : -errno);
+    legacy_state_ = true;
+  }
+
   void flush_aggregates(const EmitFn& emit) {
     int fd = bpf_map__fd(skel_->maps.ld_sched_threads);
     uint64_t now = host::monotonic_now_ns();  // the period of a final flush ends now
@@ -108,6 +126,7 @@ class SchedProbe : public Probe {
 
   SkelPtr<sched_bpf, sched_bpf__destroy> skel_;
   uint64_t user_records_ = 0;
+  bool legacy_state_ = false;  // pre-5.18 kernel: the switched-out state re-read from the task
 };
 
 }  // namespace

@@ -189,7 +189,8 @@ TEST_F(SchedProbe, ShortSleepsAreSummed) {
     if (e.hdr.tid != napper || (e.kind == LD_OFF_BLOCKED && e.wake_ns == e.off_ns)) continue;
     if (e.kind == LD_OFF_BLOCKED) {
       blocked_count++;
-      blocked_ns += e.wake_ns - e.off_ns;
+      EXPECT_TRUE(e.wake_ns == 0 || (e.off_ns <= e.wake_ns && e.wake_ns <= e.on_ns));
+      blocked_ns += (e.wake_ns ? e.wake_ns : e.on_ns) - e.off_ns;  // 0: the wake-up was not seen
     } else {
       runnable_count++;
     }
