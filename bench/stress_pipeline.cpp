@@ -10,7 +10,7 @@
 // TraceWriter. The one probe is bench-only (bpf/bench_stress.bpf.c, handed in through
 // RecordOptions::extra_probes, never in the registry): a raw_tp program that a producer thread
 // here runs with BPF_PROG_TEST_RUN, each run emitting a batch of records through the probes'
-// own submit helper (ld_reserve/ld_commit: BPF_RB_NO_WAKEUP with a forced wake-up every 64,
+// own submit helper (ld_reserve/ld_commit: BPF_RB_NO_WAKEUP but at 1/16-of-the-ring marks,
 // kernel-side submitted/dropped counters). The producer is paced to RATE records/s for SECONDS.
 //
 // record() needs a target process: a child that only waits. The producer kills it when done,

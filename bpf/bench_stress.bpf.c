@@ -6,7 +6,7 @@
  * program with BPF_PROG_TEST_RUN, args[0] = how many records to emit, args[1] = the sequence
  * number of the first.  bpf_loop emits them through the agent's own submit path
  * (common.bpf.h: ld_reserve / ld_commit on the shared ring buffer, per-probe counters,
- * BPF_RB_NO_WAKEUP with a forced wake-up every ld_wakeup_every records), so user space sees
+ * BPF_RB_NO_WAKEUP unless the unread data crosses a 1/16-of-the-ring mark), so user space sees
  * exactly what a real probe's records look like.
  *
  * Records are real record types at their real sizes, in the proportions of a real recording

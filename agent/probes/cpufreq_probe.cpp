@@ -40,6 +40,8 @@ class CpufreqProbe : public Probe {
     sample(now, emit);
   }
 
+  uint64_t next_tick_ns(uint64_t) const override { return next_sample_; }
+
   void finish(const EmitFn& emit) override { sample(host::monotonic_now_ns(), emit); }
 
   uint64_t user_records() const override { return user_records_; }

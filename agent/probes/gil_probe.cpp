@@ -40,6 +40,7 @@ constexpr uint64_t kFirstIdleNs = 30 * kSec;
 constexpr uint64_t kMaxIdleNs = 600 * kSec;
 constexpr uint64_t kSearchForNs = 10 * kSec;    // a child may exec python after the fork
 constexpr uint64_t kSearchEveryNs = 1 * kSec;
+constexpr uint64_t kLearningTickNs = kSec / 10;
 constexpr size_t kMaxProcs = 256;
 
 struct GilKey {
@@ -123,6 +124,21 @@ class GilProbe : public Probe {
   void tick(uint64_t now, const EmitFn& emit) override {
     report_new_words(now, emit);
     for (auto& [tgid, p] : procs_) step(p, now);
+  }
+
+  uint64_t next_tick_ns(uint64_t now) const override {
+    uint64_t next = UINT64_MAX;
+    for (const auto& [tgid, p] : procs_) {
+      switch (p.phase) {
+        // The uprobe costs the server on every GIL take: look for learned words often, so
+        // that it comes off soon after they appear.
+        case Phase::Learning: next = std::min(next, now + kLearningTickNs); break;
+        case Phase::Searching: next = std::min(next, p.next_search_ns); break;
+        case Phase::Idle: next = std::min(next, p.rearm_at_ns); break;
+        default: break;
+      }
+    }
+    return next;
   }
 
   void finish(const EmitFn& emit) override {

@@ -36,7 +36,6 @@ struct SharedMaps {
   int targets = -1;
   int events = -1;
   int counters = -1;
-  int wakeup = -1;
 };
 
 // Makes an opened (not yet loaded) BPF object use the session's shared maps. Call between
@@ -64,8 +63,12 @@ class Probe {
   // fails). Probes start in parallel: start() may touch only its own probe and thread-safe
   // state.
   virtual void start(ProbeContext& ctx) = 0;
-  // About every 100 ms from the poll loop: user-space sampling, housekeeping.
+  // From the poll loop, once a second or by next_tick_ns(): user-space sampling, housekeeping.
   virtual void tick(uint64_t now_mono_ns, const EmitFn& emit) {}
+  // When (CLOCK_MONOTONIC ns) this probe needs its next tick() at the latest, if sooner than
+  // the loop's second. Every wake-up of the agent takes a CPU from the server for a moment,
+  // so only a probe with a deadline (a sampler, a temporary uprobe to remove) asks.
+  virtual uint64_t next_tick_ns(uint64_t now_mono_ns) const { return UINT64_MAX; }
   // Once, after the ring buffer is drained: flush in-kernel aggregates, symbolise stacks.
   virtual void finish(const EmitFn& emit) {}
   // A new target process (fork of a target with --children, found by user space).

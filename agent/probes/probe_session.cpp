@@ -52,7 +52,9 @@ Fd create_map(bpf_map_type type, const char* name, uint32_t key, uint32_t value,
 }
 
 // The 100 ms tick for user-space sampling.
-constexpr uint64_t kTickNs = 100'000'000;
+// Probes tick once a second unless one asks sooner (Probe::next_tick_ns).
+constexpr uint64_t kTickNs = 1'000'000'000;
+constexpr uint64_t kMinTickNs = 10'000'000;  // a probe's deadline in the past: not a busy loop
 
 struct RunningProbe {
   const ProbeInfo* info;
@@ -68,8 +70,7 @@ struct RunningProbe {
 void use_shared_maps(bpf_object* obj, const SharedMaps& shared) {
   const std::pair<const char*, int> maps[] = {{"ld_targets", shared.targets},
                                               {"ld_events", shared.events},
-                                              {"ld_counters", shared.counters},
-                                              {"ld_wakeup", shared.wakeup}};
+                                              {"ld_counters", shared.counters}};
   for (const auto& [name, fd] : maps) {
     bpf_map* map = bpf_object__find_map_by_name(obj, name);
     if (!map) continue;
@@ -81,7 +82,7 @@ void use_shared_maps(bpf_object* obj, const SharedMaps& shared) {
 struct ProbeSession::Impl {
   ProbeOptions options;
   RecordCallback on_record;
-  Fd targets, events, counters, wakeup;
+  Fd targets, events, counters;
   std::vector<RunningProbe> probes;
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring;
   uint64_t malformed_records = 0;
@@ -115,7 +116,6 @@ struct ProbeSession::Impl {
     events = create_map(BPF_MAP_TYPE_RINGBUF, "ld_events", 0, 0, options.ringbuf_bytes);
     counters = create_map(BPF_MAP_TYPE_PERCPU_ARRAY, "ld_counters", 4, sizeof(ld_probe_counters),
                           LD_PROBE_MAX);
-    wakeup = create_map(BPF_MAP_TYPE_PERCPU_ARRAY, "ld_wakeup", 4, 8, 1);
     uint8_t one = 1;
     for (uint32_t tgid : options.tgids)
       if (bpf_map_update_elem(targets.get(), &tgid, &one, BPF_ANY))
@@ -197,7 +197,7 @@ struct ProbeSession::Impl {
                  const EmitFn& emit, std::exception_ptr& fatal, std::atomic<bool>& failed) {
     LIBBPF_OPTS(bpf_object_open_opts, open_opts,
                 .btf_custom_path = core.path_for(running.info->name));
-    ProbeContext ctx{options, {targets.get(), events.get(), counters.get(), wakeup.get()}, emit,
+    ProbeContext ctx{options, {targets.get(), events.get(), counters.get()}, emit,
                      &open_opts};
     uint64_t begin = host::monotonic_now_ns();
     try {
@@ -272,16 +272,27 @@ ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record
 ProbeSession::~ProbeSession() = default;
 
 int ProbeSession::poll(int timeout_ms) {
+  uint64_t now = host::monotonic_now_ns();
+  if (impl_->next_tick > now && timeout_ms != 0) {
+    // Round up: waking a little after the tick is due beats waking twice.
+    uint64_t until_tick_ms = (impl_->next_tick - now + 999'999) / 1'000'000;
+    if (timeout_ms < 0 || until_tick_ms < static_cast<uint64_t>(timeout_ms))
+      timeout_ms = static_cast<int>(until_tick_ms);
+  }
   int n = ring_buffer__poll(impl_->ring.get(), timeout_ms);
   if (n < 0 && n != -EINTR) return n;
-  // The kernel side wakes us only every N records; take what is there regardless.
+  // The kernel side wakes us only at marks of unread data; take what is there regardless.
   int more = ring_buffer__consume(impl_->ring.get());
-  uint64_t now = host::monotonic_now_ns();
+  now = host::monotonic_now_ns();
   if (now >= impl_->next_tick) {
-    impl_->next_tick = now + kTickNs;
     auto emit = impl_->emitter();
-    for (auto& p : impl_->probes)
-      if (p.probe) p.probe->tick(now, emit);
+    uint64_t next = now + kTickNs;
+    for (auto& p : impl_->probes) {
+      if (!p.probe) continue;
+      p.probe->tick(now, emit);
+      next = std::min(next, std::max(p.probe->next_tick_ns(now), now + kMinTickNs));
+    }
+    impl_->next_tick = next;
   }
   return std::max(n, 0) + std::max(more, 0);
 }
@@ -301,6 +312,7 @@ void ProbeSession::add_target(uint32_t tgid) {
   bpf_map_update_elem(impl_->targets.get(), &tgid, &one, BPF_ANY);
   for (auto& p : impl_->probes)
     if (p.probe) p.probe->add_target(tgid);
+  impl_->next_tick = 0;  // a new process may give a probe a deadline (the GIL's uprobe)
 }
 
 std::vector<report::ProbeStatus> ProbeSession::status() const {

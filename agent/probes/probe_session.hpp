@@ -53,8 +53,8 @@ class ProbeSession {
   ProbeSession(const ProbeSession&) = delete;
   ProbeSession& operator=(const ProbeSession&) = delete;
 
-  // Waits up to timeout_ms for records and hands each to the callback; returns how many.
-  // Records held back by the batched wake-up are drained too.
+  // Waits up to timeout_ms (less when a probe's tick is due) for records and hands each to
+  // the callback; returns how many. Records held back by the batched wake-up are drained too.
   int poll(int timeout_ms);
   void add_target(uint32_t tgid);
   // Drains the ring buffer and lets each probe flush what it holds (aggregates, stacks).

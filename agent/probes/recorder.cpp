@@ -231,7 +231,15 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   Progress progress(options.quiet);
   uint64_t last_flush = start;
   while (true) {
-    session.poll(100);
+    // Wake once a second (flush, progress, a target that exited: SIGINT interrupts the wait
+    // at once), or when the duration ends; the ring buffer wakes us when data piles up.
+    int timeout_ms = 1000;
+    if (options.duration_ms) {
+      uint64_t elapsed_ms = (host::monotonic_now_ns() - start) / 1000000;
+      timeout_ms = static_cast<int>(std::clamp<uint64_t>(
+          options.duration_ms > elapsed_ms ? options.duration_ms - elapsed_ms : 0, 0, 1000));
+    }
+    session.poll(timeout_ms);
     uint64_t now = host::monotonic_now_ns();
     if (g_stop) { result.stop_reason = "signal"; break; }
     if (options.duration_ms && now - start >= options.duration_ms * 1000000ULL) {
