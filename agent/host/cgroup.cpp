@@ -181,9 +181,13 @@ CgroupDirs dirs_of(const std::string& root, const std::vector<CgroupMembership>&
 }  // namespace
 
 std::optional<CgroupDirs> find_cgroup_dirs(const std::string& root, int pid) {
-  std::string text = slurp(root + "/proc/" + std::to_string(pid) + "/cgroup");
-  if (text.empty()) return std::nullopt;
-  return dirs_of(root, parse_proc_cgroup(text), parse_cgroup_mounts(slurp(root + "/proc/self/mountinfo")));
+  return find_cgroup_dirs_from(root, slurp(root + "/proc/" + std::to_string(pid) + "/cgroup"));
+}
+
+std::optional<CgroupDirs> find_cgroup_dirs_from(const std::string& root, std::string_view proc_cgroup) {
+  if (proc_cgroup.empty()) return std::nullopt;
+  return dirs_of(root, parse_proc_cgroup(proc_cgroup),
+                 parse_cgroup_mounts(slurp(root + "/proc/self/mountinfo")));
 }
 
 std::optional<CgroupDirs> find_cgroup_dirs_of_path(const std::string& root, const std::string& path) {

@@ -43,6 +43,9 @@ struct CgroupDirs {
 // counts for a controller only when its cgroup.controllers lists it. nullopt when the
 // process's cgroup file cannot be read.
 std::optional<CgroupDirs> find_cgroup_dirs(const std::string& root, int pid);
+// The same from /proc/PID/cgroup's text already read (nullopt when it is empty): a sampler
+// re-reads that small file often and the mount table only when the membership changed.
+std::optional<CgroupDirs> find_cgroup_dirs_from(const std::string& root, std::string_view proc_cgroup);
 // The same for a cgroup named by its path in the hierarchy ("/system.slice/x.service", as in
 // /proc/PID/cgroup) or by its directory ("/sys/fs/cgroup/system.slice/x.service"); nullopt
 // when no cgroup mount holds it.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -19,6 +20,7 @@
 #include "probes/probe.hpp"
 #include "probes/privileges.hpp"
 #include "probes/probe_session.hpp"
+#include "util/files.hpp"
 
 namespace ld::probes {
 namespace {
@@ -132,7 +134,16 @@ class CgroupProbe : public Probe {
     }
     std::vector<Watched> next;
     for (uint32_t tgid : targets) {
-      auto dirs = host::find_cgroup_dirs("", int(tgid));
+      // Membership as the kernel shows it; the directories are derived again (reading the
+      // mount table, which costs more than the rest of a sample) only when it changed.
+      std::string membership = util::read_file(fmt::format("/proc/{}/cgroup", tgid));
+      auto known = memberships_.find(tgid);
+      std::optional<host::CgroupDirs> dirs;
+      if (known != memberships_.end() && known->second.first == membership && !membership.empty())
+        dirs = known->second.second;
+      else
+        dirs = host::find_cgroup_dirs_from("", membership);
+      memberships_[tgid] = {membership, dirs};
       // Read after the cgroup file: an exiting task is moved to the root cgroup, so dirs read
       // from a zombie would name the root's (unlimited) quota.
       bool alive = host::read_process(int(tgid)).has_value();
@@ -216,6 +227,8 @@ class CgroupProbe : public Probe {
   uint64_t next_resolve_ = 0;               // guarded by mu_
   uint64_t dropped_ = 0;                    // guarded by mu_
   std::vector<Watched> watched_;            // sampler thread only
+  // tgid -> (its /proc/PID/cgroup text, the directories found for it); sampler thread only
+  std::map<uint32_t, std::pair<std::string, std::optional<host::CgroupDirs>>> memberships_;
   std::thread sampler_;
   uint64_t user_records_ = 0;  // session thread only
   std::string detail_;
