@@ -45,10 +45,12 @@ struct ld_inflight {
 	__u8 vec;
 };
 
-/* A plain (preallocated) hash, not an LRU one: every socket IO of the target
- * updates and deletes here, and the LRU's list locking made enter+exit of a
- * send cost several microseconds. A thread that dies inside a syscall leaves
- * its entry behind: ld_task_exit removes it, and a reused tid overwrites it. */
+/* One slot per target thread that did socket IO, kept until the thread exits
+ * (ld_task_exit) and rewritten in place: ts != 0 while a syscall is in flight.
+ * Only the thread itself touches its slot, so no lock is needed; an update
+ * and a delete per send (the hash's bucket lock and free list) cost ~0.5 us
+ * here.  A plain (preallocated) hash, not an LRU one, whose list locking cost
+ * several microseconds per send.  A reused tid takes over the slot. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
@@ -102,7 +104,7 @@ static __always_inline int ld_io_enter(__u32 fd, __u64 buf, __u64 len, __u8 sysc
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
-	struct ld_inflight in = {};
+	struct ld_inflight in = {}, *slot;
 
 	if (!ld_is_target(id >> 32))
 		return 0;
@@ -115,26 +117,29 @@ static __always_inline int ld_io_enter(__u32 fd, __u64 buf, __u64 len, __u8 sysc
 	in.syscall = syscall;
 	in.dir = dir;
 	in.vec = vec;
-	bpf_map_update_elem(&ld_sock_inflight, &tid, &in, BPF_ANY);
+	slot = bpf_map_lookup_elem(&ld_sock_inflight, &tid);
+	if (slot)
+		*slot = in;
+	else
+		bpf_map_update_elem(&ld_sock_inflight, &tid, &in, BPF_NOEXIST);
 	return 0;
 }
 
 /* Copies up to LD_SCRATCH_BYTES of the payload (at most `avail` bytes) into
- * the scratch buffer; returns how many. */
+ * the scratch buffer, with the 0 after it that classify.h needs; returns how
+ * many. */
 static __always_inline __u32 ld_gather(struct ld_scratch *s, const struct ld_inflight *in,
 				       __u64 avail)
 {
 	__u64 take, off = 0;
 
-	/* classify.h relies on zeros after the payload (see its contract). */
-	for (int i = 0; i < (LD_SCRATCH_BYTES + 16) / 8; i++)
-		((__u64 *)s->b)[i] = 0;
 	if (avail > LD_SCRATCH_BYTES)
 		avail = LD_SCRATCH_BYTES;
 	if (!in->vec) {
 		take = avail & 1023;
 		if (take && bpf_probe_read_user(s->b, take, (void *)in->buf))
 			return 0;
+		s->b[take & 1023] = 0;
 		return take;
 	}
 	/* writev/sendmsg: Rust servers write [size line, event, "\r\n"] as
@@ -154,6 +159,7 @@ static __always_inline __u32 ld_gather(struct ld_scratch *s, const struct ld_inf
 			break;
 		off += take;
 	}
+	s->b[off & 1023] = 0;
 	return off;
 }
 
@@ -167,7 +173,7 @@ static __always_inline int ld_io_exit_classify(long ret)
 	__u64 avail;
 	__u32 n;
 
-	if (!in)
+	if (!in || !in->ts)
 		return 0;
 	/* Non-blocking servers poll with reads that return EAGAIN: no IO. */
 	if (ret == -LD_EAGAIN)
@@ -198,7 +204,7 @@ static __always_inline int ld_io_exit_classify(long ret)
 	e->_pad = 0;
 	ld_commit(LD_PROBE_SOCK, e);
 out:
-	bpf_map_delete_elem(&ld_sock_inflight, &tid);
+	in->ts = 0;
 	return 0;
 }
 
@@ -222,12 +228,13 @@ struct {
 static __always_inline int ld_io_exit(void *ctx)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct ld_inflight *in = bpf_map_lookup_elem(&ld_sock_inflight, &tid);
 
-	if (!bpf_map_lookup_elem(&ld_sock_inflight, &tid))
+	if (!in || !in->ts)
 		return 0;
 	bpf_tail_call(ctx, &ld_sock_tail, 0);
-	/* Only reached if the tail call failed: do not leave the entry behind. */
-	bpf_map_delete_elem(&ld_sock_inflight, &tid);
+	/* Only reached if the tail call failed: do not leave the syscall in flight. */
+	in->ts = 0;
 	return 0;
 }
 

@@ -2,6 +2,7 @@
 // exact byte patterns real servers send.
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -9,13 +10,25 @@
 
 namespace {
 
-int classify(const std::string& bytes) {
-  // The BPF side zero-fills the scratch before copying the payload; do the same.
+// As the BPF side leaves the scratch: the payload, one 0, then whatever an earlier payload
+// left there (`stale`).
+int classify_over(const std::string& bytes, unsigned char stale) {
   static ld_scratch scratch;
-  std::memset(&scratch, 0, sizeof(scratch));
+  std::memset(&scratch, stale, sizeof(scratch));
   size_t n = std::min(bytes.size(), static_cast<size_t>(LD_SCRATCH_BYTES));
   std::memcpy(scratch.b, bytes.data(), n);
+  scratch.b[n] = 0;
   return ld_classify(&scratch, static_cast<unsigned>(n));
+}
+
+// The class, checked to be the same whatever lies past the 0 (classify.h's contract): over
+// zeros, over bytes that look like the literals it matches, over high bytes.
+int classify(const std::string& bytes) {
+  int cls = classify_over(bytes, 0);
+  for (int stale : std::initializer_list<int>{'\n', '\r', 'a', '[', ']', '"', ':', 0xff})
+    EXPECT_EQ(classify_over(bytes, static_cast<unsigned char>(stale)), cls)
+        << "stale byte " << stale << " changed the class of: " << bytes;
+  return cls;
 }
 
 TEST(Classify, RequestLines) {
@@ -60,7 +73,7 @@ TEST(Classify, ChunkedFraming) {
 }
 
 TEST(Classify, NothingLeaksPastN) {
-  // Stale bytes past n must not count: the scratch is zeroed, so only n bytes exist.
+  // Stale bytes past n must not count (classify() checks them over several stale fills).
   EXPECT_EQ(classify(""), LD_PC_OTHER);
   EXPECT_EQ(classify("dat"), LD_PC_OTHER);
   EXPECT_EQ(classify("d"), LD_PC_OTHER);
@@ -87,6 +100,37 @@ TEST(Classify, ContentlessEventsAreNotTokens) {
   EXPECT_EQ(classify("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n"), LD_PC_SSE_DATA);
   EXPECT_EQ(classify("data: {\"choices\":[{\"text\":\"\\\"choices\\\":[] is empty\"}]}\n\n"), LD_PC_SSE_DATA);
   EXPECT_EQ(classify("data: {\"choices\":[{\"text\":\"x\"}],\"usage\":null}\n\n"), LD_PC_SSE_DATA);
+}
+
+// Every prefix of real payloads (a short read or send cuts them anywhere) over stale bytes
+// copied from the other payloads: the class never depends on bytes past the payload.
+TEST(Classify, NeverReadsPastThePayload) {
+  const std::vector<std::string> payloads = {
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1a\r\ndata: {\"t\":1}\n\n\r\n",
+      "data: {\"id\":\"cmpl-1\",\"choices\":[],\"usage\":{\"prompt_tokens\":3}}\n\n",
+      "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+      "data: {\"choices\": [{\"text\": \" tok\"}]}\n\n",
+      "event: content_block_delta\ndata: {\"type\":\"x\"}\n\n",
+      "1f\r\ndata: {\"choices\": [], \"usage\": {}}\n\n\r\n",
+      "0\r\n\r\n", ": ping\n\n", "data: [DONE]\n\n", "retry: 100\n\n",
+  };
+  static ld_scratch scratch;
+  for (const auto& p : payloads) {
+    for (size_t n = 0; n <= p.size(); ++n) {
+      std::memset(&scratch, 0, sizeof(scratch));
+      std::memcpy(scratch.b, p.data(), n);
+      int clean = ld_classify(&scratch, static_cast<unsigned>(n));
+      for (const auto& stale : payloads) {
+        std::memset(&scratch, 0, sizeof(scratch));
+        for (size_t i = 0; i < LD_SCRATCH_BYTES + 16; ++i) scratch.b[i] = stale[i % stale.size()];
+        std::memcpy(scratch.b, p.data(), n);
+        scratch.b[n] = 0;
+        ASSERT_EQ(ld_classify(&scratch, static_cast<unsigned>(n)), clean)
+            << "prefix " << n << " of: " << p << "\nover stale bytes of: " << stale;
+      }
+    }
+  }
 }
 
 }  // namespace
