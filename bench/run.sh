@@ -37,8 +37,9 @@ start_server() {
   port=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.out")
 }
 
-# One bench run (60 requests x 100 tokens, ~6 s); prints "tokens_per_s tpot_p99_ms
-# server_cpu_ms_per_token". The server's CPU per token is the steadier measure on a shared VM:
+# One bench run (60 requests x 100 tokens, ~6 s) with its token log written to $1; prints
+# "tokens_per_s tpot_p99_ms server_cpu_ms_per_token". The server's CPU per token is the steadier
+# measure on a shared VM:
 # its token work is fixed, so what the probes add in its context (tracepoints, sampling
 # interrupts) shows there, while tokens/s also moves with the host's noise.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -46,7 +47,7 @@ load() {
   local before after
   before=$(cpu_ticks "$server_pid")
   "$ld" bench --url "http://127.0.0.1:$port/v1/completions" --requests 60 --concurrency 2 \
-    --max-tokens 100 --quiet >"$work/bench.txt"
+    --max-tokens 100 --quiet --tokens-out "$1" >"$work/bench.txt"
   after=$(cpu_ticks "$server_pid")
   awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" \
     '/^tokens\/s/ {t=$2} /^TPOT P99/ {p=$4} /^tokens / {n=$2}
@@ -76,16 +77,21 @@ PY
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
 start_server
-load >/dev/null  # warm-up
+load "$work/tok_warm.jsonl" >/dev/null  # warm-up
 : >"$work/none"; : >"$work/with"; : >"$work/attach_ms"; : >"$work/rss_kb"; : >"$work/lost"
 echo "bench: (a) $pairs paired runs, without / with the agent (order alternates)"
 for i in $(seq "$pairs"); do
   if [ $((i % 2)) -eq 1 ]; then
-    load >>"$work/none"; start_agent; load >>"$work/with"; stop_agent
+    load "$work/tok_none_$i.jsonl" >>"$work/none"; start_agent
+    load "$work/tok_with_$i.jsonl" >>"$work/with"; stop_agent
   else
-    start_agent; load >>"$work/with"; stop_agent; load >>"$work/none"
+    start_agent; load "$work/tok_with_$i.jsonl" >>"$work/with"; stop_agent
+    load "$work/tok_none_$i.jsonl" >>"$work/none"
   fi
 done
+logs() { for i in $(seq "$pairs"); do printf '%s,' "$work/tok_$1_$i.jsonl"; done; }
+# TPOT p99 over the gaps of all runs of a condition (bench/tpot_pool.py says why).
+python3 bench/tpot_pool.py "$(logs none)" "$(logs with)" >"$work/pool_with"
 tput_none=$(cut -d' ' -f1 "$work/none" | median); tput_with=$(cut -d' ' -f1 "$work/with" | median)
 p99_none=$(cut -d' ' -f2 "$work/none" | median); p99_with=$(cut -d' ' -f2 "$work/with" | median)
 cpu_none=$(cut -d' ' -f3 "$work/none" | median); cpu_with=$(cut -d' ' -f3 "$work/with" | median)
@@ -104,13 +110,14 @@ tool() {  # name args...: Debian ships them as NAME or NAME.bpf
   echo $! >>"$work/tool_pids"
 }
 : >"$work/tool_pids"; : >"$work/tools"
-tool runqlat -p "$server_pid" 60
-tool offcputime -p "$server_pid" 60
-tool biolatency 60 1
-tool syscount -p "$server_pid" -d 60
+tool_secs=$((pairs * 8 + 15))  # outlasts the runs below
+tool runqlat -p "$server_pid" "$tool_secs"
+tool offcputime -p "$server_pid" "$tool_secs"
+tool biolatency "$tool_secs" 1
+tool syscount -p "$server_pid" -d "$tool_secs"
 sleep 3
 for pid in $(cat "$work/tool_pids"); do kill -0 "$pid" 2>/dev/null || true; done
-for i in $(seq "$pairs"); do load >>"$work/tools"; done
+for i in $(seq "$pairs"); do load "$work/tok_tools_$i.jsonl" >>"$work/tools"; done
 for pid in $(cat "$work/tool_pids"); do kill -INT "$pid" 2>/dev/null || true; done
 sleep 1
 for name in runqlat offcputime biolatency syscount; do
@@ -122,6 +129,8 @@ for name in runqlat offcputime biolatency syscount; do
   fi
 done
 tput_tools=$(cut -d' ' -f1 "$work/tools" | median); p99_tools=$(cut -d' ' -f2 "$work/tools" | median)
+python3 bench/tpot_pool.py "$(logs none)" "$(logs tools)" >"$work/pool_tools"
+pool() { awk -v k="$2" '$1 == k {$1 = ""; sub(/^ /, ""); print}' "$work/$1"; }
 kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
 
 echo "bench: (c) event-pipeline stress (sock events, trace written)"
@@ -192,9 +201,12 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%+.2f%%", (a / b - 1) * 100}';
   echo "| measure | without agent | with agent (default probes) | libbpf-tools (4 tools) |"
   echo "|---|---|---|---|"
   echo "| tokens/s (median of $pairs) | $tput_none | $tput_with ($(ratio "$tput_with" "$tput_none")) | $tput_tools ($(ratio "$tput_tools" "$tput_none")) |"
-  echo "| TPOT p99 ms (median of $pairs) | $p99_none | $p99_with ($(ratio "$p99_with" "$p99_none")) | $p99_tools ($(ratio "$p99_tools" "$p99_none")) |"
+  echo "| TPOT p99 ms, pooled gaps of the $pairs runs | $(pool pool_with base_p99_ms) | $(pool pool_with other_p99_ms) ($(pool pool_with p99_ratio_pct)%) | $(pool pool_tools other_p99_ms) ($(pool pool_tools p99_ratio_pct)%) |"
+  echo "| TPOT p50 ms, pooled | $(pool pool_with base_p50_ms) | $(pool pool_with other_p50_ms) | $(pool pool_tools other_p50_ms) |"
+  echo "| TPOT p99 ms (median of the $pairs runs' p99) | $p99_none | $p99_with ($(ratio "$p99_with" "$p99_none")) | $p99_tools ($(ratio "$p99_tools" "$p99_none")) |"
   echo "| server CPU ms per token (median of $pairs) | $cpu_none | $cpu_with ($(ratio "$cpu_with" "$cpu_none")) | $(cut -d' ' -f3 "$work/tools" | median) |"
   echo
+  echo "- pooled TPOT p99 difference, 90% paired bootstrap interval over runs: with agent $(pool pool_with p99_ratio_90ci_pct | sed 's/ / to /')%, libbpf-tools $(pool pool_tools p99_ratio_90ci_pct | sed 's/ / to /')% ($(pool pool_with base_gaps) gaps without, $(pool pool_with other_gaps) with)"
   echo "- paired (median of the $pairs with/without pairs' ratios): tokens/s $(printf '%+.2f' "$paired_tput")%, TPOT p99 $(printf '%+.2f' "$paired_p99")%, server CPU per token $(printf '%+.2f' "$paired_cpu")%"
   echo "- runs (tokens/s, TPOT p99 ms, server CPU ms/token): without: $(paste -sd';' "$work/none"); with: $(paste -sd';' "$work/with")"
   echo "- agent: attach (load + attach all probes) median $attach_ms ms; peak RSS $rss_mb MiB; lost events in the A/B runs: $lost_total"
