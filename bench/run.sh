@@ -134,8 +134,9 @@ pool() { awk -v k="$2" '$1 == k {$1 = ""; sub(/^ /, ""); print}' "$work/$1"; }
 kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
 
 echo "bench: (c) event-pipeline stress (sock events, trace written)"
-stress() {  # rate seconds -> "achieved lost"
+stress_once() {  # rate seconds -> "achieved lost trace_bytes", or "" when the run failed
   local rate=$1 secs=$2
+  rm -f "$work/stress.ldtrace" "$work/stress.out"
   ./build/ld-bench-stress-sock "$rate" "$secs" 2 --wait >"$work/stress.out" &
   local wl=$!
   "$ld" record --pid "$wl" --probes sock --duration 10m -o "$work/stress.ldtrace" \
@@ -145,10 +146,21 @@ stress() {  # rate seconds -> "achieved lost"
   kill -USR1 "$wl"
   wait "$wl" || true
   wait "$rec" || true
-  local lost
+  local achieved lost
+  achieved=$(awk '/^achieved/ {print $2}' "$work/stress.out" 2>/dev/null)
   lost=$("$ld" report "$work/stress.ldtrace" --format json 2>/dev/null |
-    python3 -c 'import json,sys; r=json.load(sys.stdin); print(sum(p["lost"] for p in r["probes"]))')
-  echo "$(awk '{print $2}' "$work/stress.out") $lost $(stat -c %s "$work/stress.ldtrace")"
+    python3 -c 'import json,sys; r=json.load(sys.stdin); print(sum(p["lost"] for p in r["probes"]))' 2>/dev/null)
+  if [ -z "$achieved" ] || [ -z "$lost" ]; then
+    echo "  (stress run at $rate/s failed: workload said '$(head -c 200 "$work/stress.out" 2>/dev/null)'; recorder: $(tail -n 2 "$work/stress.err" | tr '\n' ' '))" >&2
+    return
+  fi
+  echo "$achieved $lost $(stat -c %s "$work/stress.ldtrace")"
+}
+stress() {  # rate seconds -> "achieved lost trace_bytes" (one retry after a failed run)
+  local result
+  result=$(stress_once "$@")
+  [ -n "$result" ] || result=$(stress_once "$@")
+  echo "${result:-0 failed 0}"
 }
 best_rate=0; : >"$work/sweep"
 for rate in 100000 200000 400000 800000 1200000 2000000; do
