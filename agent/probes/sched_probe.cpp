@@ -2,6 +2,7 @@
 // syscall and kernel stack), short slices summed per thread, and migrations
 // (bpf/sched.bpf.c).
 #include <algorithm>
+#include <cstdlib>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -87,10 +88,14 @@ class SchedProbe : public Probe {
  private:
   // sched_switch has its prev_state argument since 5.18: the program that reads it fails to
   // attach (EINVAL: the raw tracepoint has fewer arguments) on older kernels.
+  // LD_SCHED_SWITCH_LEGACY=1 takes the older kernels' program here (the root test of that path).
   void attach_switch() {
-    skel_->links.ld_sched_switch = bpf_program__attach(skel_->progs.ld_sched_switch);
-    if (skel_->links.ld_sched_switch) return;
-    int err = -errno;
+    int err = 0;
+    if (!getenv("LD_SCHED_SWITCH_LEGACY")) {
+      skel_->links.ld_sched_switch = bpf_program__attach(skel_->progs.ld_sched_switch);
+      if (skel_->links.ld_sched_switch) return;
+      err = -errno;
+    }
     skel_->links.ld_sched_switch_legacy = bpf_program__attach(skel_->progs.ld_sched_switch_legacy);
     if (!skel_->links.ld_sched_switch_legacy)
       throw_libbpf_error("sched", "attaching sched_switch", err ? err : -errno);

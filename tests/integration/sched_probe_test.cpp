@@ -47,6 +47,27 @@ class SchedProbe : public ::testing::Test {
   }
 };
 
+// The program for kernels before 5.18 (sched_switch without its prev_state argument), forced
+// on this kernel: it loads, attaches and itemises the same blocks with their waker.
+TEST_F(SchedProbe, LegacySwitchProgramRecordsBlocks) {
+  setenv("LD_SCHED_SWITCH_LEGACY", "1", 1);
+  Child wl({workload_path("sched_wake")});
+  Recorded rec = record(wl);
+  unsetenv("LD_SCHED_SWITCH_LEGACY");
+  EXPECT_NE(rec.probe("sched").value("reason", "").find("kernel < 5.18"), std::string::npos)
+      << rec.probe("sched").dump();
+  auto f = parse_fields(wl.out());
+  ASSERT_TRUE(f.count("reader") && f.count("writer")) << wl.out();
+  size_t woken = 0;
+  for (const auto& e : rec.of_type<ld_offcpu>(LD_EV_OFFCPU))
+    if (e.hdr.tid == f["reader"] && e.kind == LD_OFF_BLOCKED && e.waker_tid == f["writer"]) {
+      ++woken;
+      EXPECT_LE(e.off_ns, e.wake_ns);
+      EXPECT_LE(e.wake_ns, e.on_ns);
+    }
+  EXPECT_EQ(woken, 5u);
+}
+
 // A thread blocked in read() on a pipe, woken 5 times by a sibling thread's write 50 ms later.
 TEST_F(SchedProbe, BlockedReaderWokenByWriter) {
   Child wl({workload_path("sched_wake")});
