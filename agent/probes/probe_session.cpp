@@ -51,8 +51,8 @@ Fd create_map(bpf_map_type type, const char* name, uint32_t key, uint32_t value,
   return Fd(fd);
 }
 
-// The 100 ms tick for user-space sampling.
-// Probes tick once a second unless one asks sooner (Probe::next_tick_ns).
+// The tick for user-space sampling: once a second unless a probe asks sooner
+// (Probe::next_tick_ns).
 constexpr uint64_t kTickNs = 1'000'000'000;
 constexpr uint64_t kMinTickNs = 10'000'000;  // a probe's deadline in the past: not a busy loop
 
