@@ -59,13 +59,13 @@ static __always_inline __u64 ld_submit_flags(__u32 size)
 {
 	__u64 ring = bpf_ringbuf_query(&ld_events, BPF_RB_RING_SIZE);
 	__u64 avail = bpf_ringbuf_query(&ld_events, BPF_RB_AVAIL_DATA);
-	__u64 mark = ring / 16;
+	__u64 before = avail > size ? avail - size : 0;
 
-	if (!mark || avail >= ring / 2)
+	if (avail >= ring / 2)
 		return BPF_RB_FORCE_WAKEUP;
-	if (avail / mark != (avail > size ? avail - size : 0) / mark)
-		return BPF_RB_FORCE_WAKEUP;
-	return BPF_RB_NO_WAKEUP;
+	/* The ring is a power of two (>= 4 KiB), so is the mark, ring / 16: the
+	 * two sides of a mark differ in a bit at or above it (no division). */
+	return (avail ^ before) >= ring / 16 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
 /* Reserves a record of `size` bytes with its header filled; NULL (and the

@@ -283,7 +283,7 @@ static __always_inline void ld_close_interval(struct ld_sched_thread *st, struct
 	}
 	st->off_ns = 0;
 	st->wake_ns = 0;
-	if (on_ns - st->period_start_ns >= ld_agg_period_ns && on_ns > st->period_start_ns)
+	if (on_ns > st->period_start_ns && on_ns - st->period_start_ns >= ld_agg_period_ns)
 		ld_flush_agg(st, tid, tgid, on_ns);
 }
 

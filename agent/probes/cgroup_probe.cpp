@@ -137,13 +137,10 @@ class CgroupProbe : public Probe {
       // Membership as the kernel shows it; the directories are derived again (reading the
       // mount table, which costs more than the rest of a sample) only when it changed.
       std::string membership = util::read_file(fmt::format("/proc/{}/cgroup", tgid));
-      auto known = memberships_.find(tgid);
-      std::optional<host::CgroupDirs> dirs;
-      if (known != memberships_.end() && known->second.first == membership && !membership.empty())
-        dirs = known->second.second;
-      else
-        dirs = host::find_cgroup_dirs_from("", membership);
-      memberships_[tgid] = {membership, dirs};
+      Membership& known = memberships_[tgid];
+      if (membership.empty() || membership != known.text)
+        known = {membership, host::find_cgroup_dirs_from("", membership)};
+      const std::optional<host::CgroupDirs>& dirs = known.dirs;
       // Read after the cgroup file: an exiting task is moved to the root cgroup, so dirs read
       // from a zombie would name the root's (unlimited) quota.
       bool alive = host::read_process(int(tgid)).has_value();
@@ -227,8 +224,11 @@ class CgroupProbe : public Probe {
   uint64_t next_resolve_ = 0;               // guarded by mu_
   uint64_t dropped_ = 0;                    // guarded by mu_
   std::vector<Watched> watched_;            // sampler thread only
-  // tgid -> (its /proc/PID/cgroup text, the directories found for it); sampler thread only
-  std::map<uint32_t, std::pair<std::string, std::optional<host::CgroupDirs>>> memberships_;
+  struct Membership {
+    std::string text;  // /proc/PID/cgroup as last read
+    std::optional<host::CgroupDirs> dirs;  // found for that text
+  };
+  std::map<uint32_t, Membership> memberships_;  // by tgid; sampler thread only
   std::thread sampler_;
   uint64_t user_records_ = 0;  // session thread only
   std::string detail_;

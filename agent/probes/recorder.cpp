@@ -236,8 +236,8 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     int timeout_ms = 1000;
     if (options.duration_ms) {
       uint64_t elapsed_ms = (host::monotonic_now_ns() - start) / 1000000;
-      timeout_ms = static_cast<int>(std::clamp<uint64_t>(
-          options.duration_ms > elapsed_ms ? options.duration_ms - elapsed_ms : 0, 0, 1000));
+      uint64_t left_ms = options.duration_ms > elapsed_ms ? options.duration_ms - elapsed_ms : 0;
+      timeout_ms = static_cast<int>(std::min<uint64_t>(left_ms, 1000));
     }
     session.poll(timeout_ms);
     uint64_t now = host::monotonic_now_ns();
