@@ -1,11 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 /* perf: what the target threads do while on CPU, by sampling.
  *
- * User space opens one cpu-clock software event per online CPU (499 Hz, not
- * 500: off the beat of periodic timers) and attaches this program to each.
- * The program runs from the sampling hrtimer interrupt, so `current` and the
- * regs are those of the interrupted task: one record per sample that hit a
- * target thread, with the kernel stack when the sample hit kernel code.
+ * Two sources of the same record, chosen by user space (perf_probe.cpp):
+ *
+ * - ld_perf_tick, at the scheduler tick (x86-64): a raw tracepoint on
+ *   hrtimer_expire_entry that keeps only the tick's own hrtimer (its function
+ *   is tick_nohz_handler, or tick_sched_timer before 6.9, address from
+ *   kallsyms) and samples the interrupted task at ld_sample_period_ns on
+ *   average per CPU.  The tick interrupts a busy CPU HZ times a second
+ *   anyway, so a sample costs only this program.  A cpu-clock event is an
+ *   hrtimer interrupt of its own: ~13 us each on the reference VM (timer
+ *   interrupt and re-arm are VM exits), which at 99 Hz was the largest cost
+ *   the agent added to a token gap.  Idle CPUs do not tick (NOHZ), so they
+ *   are not woken to find nothing.
+ * - ld_perf_sample, on a cpu-clock software event per CPU: where the tick
+ *   cannot be used, or a rate above HZ is asked for.
+ *
+ * Either way `current` is the interrupted task: one record per sample that
+ * hit a target thread, with the kernel stack when it hit kernel code.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -33,23 +45,101 @@ static __always_inline __u32 ld_user_mode(struct bpf_perf_event_data *ctx)
 	return (__s64)PT_REGS_IP(&ctx->regs) >= 0;
 }
 
-SEC("perf_event")
-int ld_perf_sample(struct bpf_perf_event_data *ctx)
+/* One sample of the current task; ctx is the program's own (for the stack). */
+static __always_inline void ld_sample(void *ctx, __u32 user)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	struct ld_cpu_sample *e;
-	__u32 user;
+	struct ld_cpu_sample *e = ld_reserve(LD_PROBE_PERF, LD_EV_CPU_SAMPLE, sizeof(*e));
 
-	/* tgid 0 = the idle task: never a target, and the common case. */
-	if (!(id >> 32) || !ld_is_target(id >> 32))
-		return 0;
-	user = ld_user_mode(ctx);
-	e = ld_reserve(LD_PROBE_PERF, LD_EV_CPU_SAMPLE, sizeof(*e));
 	if (!e)
-		return 0;
+		return;
 	e->user_mode = user;
 	e->kstack_id = user ? -1 : bpf_get_stackid(ctx, &ld_perf_stacks, 0);
 	e->_pad = 0;
 	ld_commit(LD_PROBE_PERF, e);
+}
+
+SEC("perf_event")
+int ld_perf_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	/* tgid 0 = the idle task: never a target, and the common case. */
+	if (!(id >> 32) || !ld_is_target(id >> 32))
+		return 0;
+	ld_sample(ctx, ld_user_mode(ctx));
+	return 0;
+}
+
+/* ------------------------------------------------------ scheduler tick */
+
+/* Set by user space before load (tick source only). */
+const volatile __u64 ld_tick_fn = 0;              /* the tick hrtimer's function */
+const volatile __u64 ld_sample_period_ns = 10101010; /* 99 Hz */
+
+/* Per CPU: when the next sample is due, and the ticks seen (user space
+ * measures the tick period from them at attach, to check the tick runs
+ * through this hook at all and is at least as fast as the asked rate). */
+struct ld_tick_cpu {
+	__u64 due_ns;
+	__u64 first_ns;
+	__u64 last_ns;
+	__u64 ticks;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ld_tick_cpu);
+} ld_tick_state SEC(".maps");
+
+/* Was the task in user mode when the tick hit?  Its user pt_regs (the frame
+ * at the top of its kernel stack) are this interrupt's own frame when the
+ * interrupt came from user mode: x86's interrupt entry stores orig_ax = -1
+ * there.  Interrupted in the kernel, the frame is the syscall's (orig_ax =
+ * its number) or an exception's (the error code).  What reads as user but is
+ * not: kernel work nested in an interrupt that came from user mode (softirqs
+ * on its exit).  FRED entry (6.9+, on CPUs that have it) stores -1 for
+ * exceptions too, so user space does not use this source there. */
+static __always_inline __u32 ld_tick_user_mode(void)
+{
+#if defined(__TARGET_ARCH_x86)
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+
+	return regs && (long)BPF_CORE_READ(regs, orig_ax) == -1;
+#else
+	return 1;
+#endif
+}
+
+/* TP_PROTO(struct hrtimer *hrtimer, ktime_t *now): every hrtimer expiry of
+ * the machine, in hard-interrupt context on the timer's CPU. */
+SEC("raw_tracepoint/hrtimer_expire_entry")
+int ld_perf_tick(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct hrtimer *timer = (struct hrtimer *)ctx->args[0];
+	struct ld_tick_cpu *cpu;
+	__u32 zero = 0;
+	__u64 id, now;
+
+	if ((__u64)BPF_CORE_READ(timer, function) != ld_tick_fn || !ld_tick_fn)
+		return 0;
+	cpu = bpf_map_lookup_elem(&ld_tick_state, &zero);
+	if (!cpu)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (!cpu->ticks++)
+		cpu->first_ns = now;
+	cpu->last_ns = now;
+	if (now < cpu->due_ns)
+		return 0;
+	/* A CPU sampler: the period runs whoever is on the CPU.  After an idle
+	 * stretch (no ticks) start afresh rather than catch up. */
+	cpu->due_ns = now - cpu->due_ns > ld_sample_period_ns ? now + ld_sample_period_ns
+							      : cpu->due_ns + ld_sample_period_ns;
+	id = bpf_get_current_pid_tgid();
+	if (!(id >> 32) || !ld_is_target(id >> 32))
+		return 0;
+	ld_sample(ctx, ld_tick_user_mode());
 	return 0;
 }

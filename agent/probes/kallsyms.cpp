@@ -5,7 +5,10 @@
 
 #include <bpf/bpf.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -57,9 +60,40 @@ bool is_tracing_frame(const std::string& name) {
   return false;
 }
 
+// The scheduler tick's hrtimer interrupt between the tracepoint and the code it interrupted
+// (x86-64: hrtimer_interrupt called from the local APIC timer vector).
+bool is_tick_frame(const std::string& name) {
+  for (const char* prefix : {"__hrtimer_run_queues+", "hrtimer_interrupt+", "__sysvec_apic_timer_interrupt+",
+                             "sysvec_apic_timer_interrupt+", "asm_sysvec_apic_timer_interrupt+"})
+    if (name.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
 }  // namespace
 
-uint64_t emit_kernel_stacks(int stack_map_fd, uint32_t source, const EmitFn& emit) {
+uint64_t find_kernel_function(std::initializer_list<std::string_view> names) {
+  std::ifstream in("/proc/kallsyms");
+  std::string line;
+  std::vector<uint64_t> found(names.size(), 0);
+  // "ffffffff814352e0 t tick_nohz_handler". The core kernel's text comes first and ends at
+  // _etext: no need to read the rest (modules, data; ~120k lines, ~40 ms).
+  while (std::getline(in, line) && found.front() == 0) {
+    const size_t sp1 = line.find(' ');
+    const size_t sp2 = sp1 == std::string::npos ? sp1 : line.find(' ', sp1 + 1);
+    if (sp2 == std::string::npos || sp2 != sp1 + 2) continue;
+    const std::string_view name(line.c_str() + sp2 + 1);
+    if (name == "_etext") break;
+    const char type = line[sp1 + 1];
+    if (type != 't' && type != 'T') continue;
+    const auto it = std::find(names.begin(), names.end(), name);
+    if (it != names.end()) found[size_t(it - names.begin())] = std::strtoull(line.c_str(), nullptr, 16);
+  }
+  for (uint64_t addr : found)
+    if (addr) return addr;  // the first of `names` that exists
+  return 0;
+}
+
+uint64_t emit_kernel_stacks(int stack_map_fd, uint32_t source, const EmitFn& emit, bool from_tick) {
   const Kallsyms& syms = kernel_symbols();
   constexpr size_t kMax = sizeof(ld_kstack) + LD_KSTACK_MAX_DEPTH * LD_SYM_LEN;
   alignas(8) unsigned char buf[kMax];
@@ -82,6 +116,7 @@ uint64_t emit_kernel_stacks(int stack_map_fd, uint32_t source, const EmitFn& emi
     names.reserve(n);
     for (uint32_t i = 0; i < n; ++i) names.push_back(syms.symbolize(ips[i]));
     while (first < n && is_tracing_frame(names[first])) first++;
+    while (from_tick && first < n && is_tick_frame(names[first])) first++;
     uint32_t depth = n - first;
 
     std::memset(buf, 0, sizeof(buf));

@@ -3,6 +3,9 @@
 // Kallsyms is header-only (no libbpf) so that the unit tier can test the parser on a fake file.
 #pragma once
 
+#include <initializer_list>
+#include <string_view>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -124,6 +127,14 @@ const Kallsyms& kernel_symbols();
 
 // One ld_kstack record (source = enum ld_probe_id) per stack in the BPF_MAP_TYPE_STACK_TRACE
 // map `stack_map_fd` (value = LD_KSTACK_MAX_DEPTH u64 ips). Returns how many were emitted.
-uint64_t emit_kernel_stacks(int stack_map_fd, uint32_t source, const EmitFn& emit);
+// `from_tick`: the stacks were taken in a program called from the scheduler tick's hrtimer
+// (the perf probe's tick source): the tick's own interrupt path above the interrupted code is
+// dropped too.
+uint64_t emit_kernel_stacks(int stack_map_fd, uint32_t source, const EmitFn& emit,
+                            bool from_tick = false);
+
+// The address of the first of `names` that /proc/kallsyms lists as a text symbol, 0 when none
+// is (or addresses are hidden: kptr_restrict without CAP_SYSLOG). Reads only as far as it must.
+uint64_t find_kernel_function(std::initializer_list<std::string_view> names);
 
 }  // namespace ld::probes

@@ -1,5 +1,6 @@
-// perf: cpu-clock samples of the target threads on every online CPU, with kernel stacks
-// (bpf/perf.bpf.c).
+// perf: on-CPU samples of the target threads on every online CPU, with kernel stacks
+// (bpf/perf.bpf.c): at the scheduler tick where this kernel allows it, else from a cpu-clock
+// perf event per CPU.
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -8,12 +9,16 @@
 #include <bpf/libbpf.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "events.h"
+#include "host/host_facts.hpp"
 #include "perf.skel.h"
 #include "probes/kallsyms.hpp"
 #include "probes/libbpf_util.hpp"
@@ -35,6 +40,33 @@ int open_cpu_clock(int cpu, uint32_t sample_hz) {
   return static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
 }
 
+// bpf/perf.bpf.c's struct ld_tick_cpu.
+struct TickCpu {
+  uint64_t due_ns, first_ns, last_ns, ticks;
+};
+
+// FRED (x86 entry since 6.9, on CPUs that have it) stores orig_ax = -1 for exceptions too,
+// so the tick program could not tell a page fault from user code: the cpu-clock source then.
+bool fred_active() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("flags", 0) == 0) return (line + " ").find(" fred ") != std::string::npos;
+  return false;
+}
+
+// Why the scheduler tick cannot be the sample source here ("" when it may be).
+std::string tick_source_obstacle(uint64_t tick_fn) {
+#if !defined(__x86_64__)
+  (void)tick_fn;
+  return "the tick source is x86-64 only";
+#else
+  if (fred_active()) return "FRED entry (the tick cannot tell user from kernel mode)";
+  if (!tick_fn) return "no tick_sched_timer/tick_nohz_handler in /proc/kallsyms";
+  return "";
+#endif
+}
+
 class PerfProbe : public Probe {
  public:
   ~PerfProbe() override {
@@ -44,13 +76,15 @@ class PerfProbe : public Probe {
   const void* bpf_object_elf(size_t* size) const override { return perf_bpf__elf_bytes(size); }
 
   void start(ProbeContext& ctx) override {
-    skel_.reset(perf_bpf__open_opts(ctx.open_opts));
-    if (!skel_) throw_libbpf_error("perf", "opening", errno);
-    use_shared_maps(skel_->obj, ctx.shared);
-    if (int err = perf_bpf__load(skel_.get())) throw_libbpf_error("perf", "loading", err);
     sample_hz_ = ctx.options.sample_hz;
     if (sample_hz_ == 0) throw ProbeUnavailable("perf: a sample rate of 0 Hz");
-    attach_all_cpus();
+    // tick_nohz_handler is the tick's hrtimer function since 6.9; before, tick_sched_timer
+    // was (and tick_nohz_handler the low-resolution mode's clockevent handler).
+    const uint64_t tick_fn = find_kernel_function({"tick_sched_timer", "tick_nohz_handler"});
+    not_tick_ = tick_source_obstacle(tick_fn);
+    load(ctx, not_tick_.empty() ? tick_fn : 0);
+    if (not_tick_.empty()) attach_tick();
+    if (!not_tick_.empty()) attach_all_cpus();
     // Now, while privileged: the recorder drops CAP_SYSLOG after attaching, and kallsyms
     // then shows every address as 0 to a new reader.
     open_kernel_symbols();
@@ -59,17 +93,85 @@ class PerfProbe : public Probe {
   void finish(const EmitFn& emit) override {
     if (!skel_) return;
     user_records_ += emit_kernel_stacks(bpf_map__fd(skel_->maps.ld_perf_stacks), LD_PROBE_PERF,
-                                        emit);
+                                        emit, /*from_tick=*/tick_period_ns_ != 0);
   }
 
   uint64_t user_records() const override { return user_records_; }
 
   std::string detail() const override {
-    return fmt::format("cpu-clock perf event at {} Hz on {} CPUs, kernel stacks in kernel mode",
-                       sample_hz_, links_.size());
+    if (tick_period_ns_)
+      return fmt::format("scheduler tick (every {:.1f} ms) sampled at {} Hz per busy CPU, kernel stacks "
+                         "in kernel mode",
+                         double(tick_period_ns_) / 1e6, sample_hz_);
+    return fmt::format("cpu-clock perf event at {} Hz on {} CPUs, kernel stacks in kernel mode (not the "
+                       "scheduler tick: {})",
+                       sample_hz_, links_.size(), not_tick_);
   }
 
  private:
+  // tick_fn 0: the cpu-clock source only (the tick program is not loaded).
+  void load(ProbeContext& ctx, uint64_t tick_fn) {
+    skel_.reset(perf_bpf__open_opts(ctx.open_opts));
+    if (!skel_) throw_libbpf_error("perf", "opening", errno);
+    use_shared_maps(skel_->obj, ctx.shared);
+    skel_->rodata->ld_tick_fn = tick_fn;
+    skel_->rodata->ld_sample_period_ns = 1'000'000'000ULL / sample_hz_;
+    bpf_program__set_autoload(skel_->progs.ld_perf_tick, tick_fn != 0);
+    int err = perf_bpf__load(skel_.get());
+    if (err && tick_fn) {
+      not_tick_ = fmt::format("its program did not load ({})", std::strerror(-err));
+      return load(ctx, 0);
+    }
+    if (err) throw_libbpf_error("perf", "loading", err);
+  }
+
+  // Attaches the tick program, then watches it for up to kCalibrateNs on this (busy) thread:
+  // the tick must show up in the hook (it does not where the tick is not an hrtimer, e.g.
+  // with high-resolution timers off) and be at least as frequent as the asked rate (HZ is a
+  // build option: 100 to 1000). Leaves not_tick_ empty on success.
+  void attach_tick() {
+    bpf_link* link = bpf_program__attach(skel_->progs.ld_perf_tick);
+    if (!link) {
+      not_tick_ = fmt::format("hrtimer_expire_entry: {}", std::strerror(errno));
+      return;
+    }
+    skel_->links.ld_perf_tick = link;  // destroyed with the skeleton
+    const uint64_t period = measure_tick_period();
+    const uint64_t sample_period = 1'000'000'000ULL / sample_hz_;
+    if (period && period <= sample_period + sample_period / 20) {
+      tick_period_ns_ = period;
+      return;
+    }
+    not_tick_ = period ? fmt::format("{} Hz asked, the tick runs at {:.0f} Hz", sample_hz_, 1e9 / double(period))
+                       : std::string("no tick seen through hrtimer_expire_entry");
+    bpf_link__destroy(link);
+    skel_->links.ld_perf_tick = nullptr;
+  }
+
+  // The shortest mean interval between ticks of a CPU that ticked at least three times, or 0.
+  uint64_t measure_tick_period() {
+    constexpr uint64_t kCalibrateNs = 60'000'000;  // 3 ticks at HZ=100, with margin
+    const int ncpu = libbpf_num_possible_cpus();
+    if (ncpu <= 0) return 0;
+    std::vector<TickCpu> cpus(static_cast<size_t>(ncpu));
+    const int fd = bpf_map__fd(skel_->maps.ld_tick_state);
+    const uint32_t zero = 0;
+    const uint64_t begin = host::monotonic_now_ns();
+    volatile uint64_t spin = 0;
+    while (host::monotonic_now_ns() - begin < kCalibrateNs) {
+      for (int i = 0; i < 100000; ++i) spin = spin + 1;  // stay on the CPU: it keeps ticking
+      if (bpf_map_lookup_elem(fd, &zero, cpus.data()) != 0) return 0;
+      uint64_t best = 0;
+      for (const TickCpu& c : cpus)
+        if (c.ticks >= 3) {
+          const uint64_t mean = (c.last_ns - c.first_ns) / (c.ticks - 1);
+          if (!best || mean < best) best = mean;
+        }
+      if (best) return best;
+    }
+    return 0;
+  }
+
   void attach_all_cpus() {
     int ncpu = libbpf_num_possible_cpus();
     if (ncpu <= 0) throw ProbeUnavailable("perf: cannot count the possible CPUs");
@@ -99,6 +201,8 @@ class PerfProbe : public Probe {
   std::vector<bpf_link*> links_;
   uint64_t user_records_ = 0;
   uint32_t sample_hz_ = 0;
+  uint64_t tick_period_ns_ = 0;  // the tick source is in use
+  std::string not_tick_;          // why not, otherwise
 };
 
 }  // namespace
