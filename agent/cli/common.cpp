@@ -96,9 +96,10 @@ void add_record_flags(CLI::App* sub, RecordFlags& flags, const std::string& defa
                   "report shows lost events")
       ->capture_default_str();
   sub->add_option("--sample-hz", flags.sample_hz,
-                  "On-CPU samples per second per CPU (perf probe). Each sample is a timer "
-                  "interrupt on a CPU the target runs on: lower it where the agent's overhead "
-                  "matters more than the detail of short windows")
+                  "On-CPU samples per second per busy CPU (perf probe). Up to the kernel's HZ "
+                  "(100-1000) they are taken at the scheduler tick, which costs only the probe; "
+                  "above it, or where the tick cannot be used (the probes table says why), each "
+                  "sample is a timer interrupt of its own (~13 us on a VM)")
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
   sub->add_flag("-q,--quiet", flags.quiet, "No progress line on stderr");

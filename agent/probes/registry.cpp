@@ -20,7 +20,7 @@ const std::vector<ProbeInfo>& probe_registry() {
   static const std::vector<ProbeInfo> registry{
       {"sock", LD_PROBE_SOCK, "socket sends/receives: the token timeline", true, make_sock_probe},
       {"sched", LD_PROBE_SCHED, "scheduler: off-CPU, run-queue waits, wakers, migrations", true, make_sched_probe},
-      {"perf", LD_PROBE_PERF, "on-CPU samples (cpu-clock, 99 Hz per CPU by default) with kernel stacks", true, make_perf_probe},
+      {"perf", LD_PROBE_PERF, "on-CPU samples (99 Hz per busy CPU by default, at the scheduler tick) with kernel stacks", true, make_perf_probe},
       {"memory", LD_PROBE_MEMORY, "mmap/munmap/brk/mremap/madvise times, user page faults", true, make_memory_probe},
       {"disk", LD_PROBE_DISK, "fsync family times with the file, block request latency", true, make_disk_probe},
       {"gil", LD_PROBE_GIL, "Python GIL waits (futex on the GIL's address)", true, make_gil_probe},
