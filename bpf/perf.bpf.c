@@ -7,7 +7,7 @@
  *   hrtimer_expire_entry that keeps only the tick's own hrtimer (its function
  *   is tick_nohz_handler, or tick_sched_timer before 6.9, address from
  *   kallsyms) and samples the interrupted task at ld_sample_period_ns on
- *   average per CPU.  The tick interrupts a busy CPU HZ times a second
+ *   average per CPU.  User or kernel mode is told from the kernel stack.  The tick interrupts a busy CPU HZ times a second
  *   anyway, so a sample costs only this program.  A cpu-clock event is an
  *   hrtimer interrupt of its own: ~13 us each on the reference VM (timer
  *   interrupt and re-arm are VM exits), which at 99 Hz was the largest cost
@@ -93,23 +93,45 @@ struct {
 	__type(value, struct ld_tick_cpu);
 } ld_tick_state SEC(".maps");
 
-/* Was the task in user mode when the tick hit?  Its user pt_regs (the frame
- * at the top of its kernel stack) are this interrupt's own frame when the
- * interrupt came from user mode: x86's interrupt entry stores orig_ax = -1
- * there.  Interrupted in the kernel, the frame is the syscall's (orig_ax =
- * its number) or an exception's (the error code).  What reads as user but is
- * not: kernel work nested in an interrupt that came from user mode (softirqs
- * on its exit).  FRED entry (6.9+, on CPUs that have it) stores -1 for
- * exceptions too, so user space does not use this source there. */
-static __always_inline __u32 ld_tick_user_mode(void)
-{
-#if defined(__TARGET_ARCH_x86)
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+/* The local APIC timer's interrupt entry, [lo, hi) (user space, from kallsyms). */
+const volatile __u64 ld_irq_entry_lo = 0;
+const volatile __u64 ld_irq_entry_hi = 0;
 
-	return regs && (long)BPF_CORE_READ(regs, orig_ax) == -1;
-#else
-	return 1;
-#endif
+/* Frames from this program down to the interrupt entry: bpf_prog, bpf_trace_run2,
+ * __bpf_trace_hrtimer_expire_entry, __hrtimer_run_queues, hrtimer_interrupt,
+ * __sysvec_apic_timer_interrupt, sysvec_apic_timer_interrupt, asm_sysvec_apic_timer_interrupt:
+ * 8 here; room for a few more on other builds. */
+#define LD_TICK_PATH_MAX 16
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64[LD_TICK_PATH_MAX]);
+} ld_tick_frames SEC(".maps");
+
+/* Was the task in user mode when the tick hit?  The kernel stack from here
+ * then ends at the interrupt entry: unwinding stops at the user-mode frame
+ * it saved.  Interrupted in the kernel, the walk goes on into the code the
+ * tick interrupted.  (The saved registers themselves are out of reach: the
+ * per-CPU irq_regs pointer needs CONFIG_KALLSYMS_ALL, and orig_ax is -1 for
+ * exceptions such as page faults as much as for user mode.) */
+static __always_inline __u32 ld_tick_user_mode(void *ctx)
+{
+	__u32 zero = 0;
+	__u64 *frames = bpf_map_lookup_elem(&ld_tick_frames, &zero);
+	long bytes, n;
+
+	if (!frames)
+		return 0;
+	bytes = bpf_get_stack(ctx, frames, LD_TICK_PATH_MAX * sizeof(__u64), 0);
+	if (bytes <= 0)
+		return 0;
+	n = bytes / sizeof(__u64);
+	if (n >= LD_TICK_PATH_MAX)
+		return 0; /* deeper than the tick's own path: kernel code below it */
+	n = (n - 1) & (LD_TICK_PATH_MAX - 1);
+	return frames[n] >= ld_irq_entry_lo && frames[n] < ld_irq_entry_hi;
 }
 
 /* TP_PROTO(struct hrtimer *hrtimer, ktime_t *now): every hrtimer expiry of
@@ -140,6 +162,6 @@ int ld_perf_tick(struct bpf_raw_tracepoint_args *ctx)
 	id = bpf_get_current_pid_tgid();
 	if (!(id >> 32) || !ld_is_target(id >> 32))
 		return 0;
-	ld_sample(ctx, ld_tick_user_mode());
+	ld_sample(ctx, ld_tick_user_mode(ctx));
 	return 0;
 }

@@ -2,10 +2,14 @@
 // cgroup filesystem (v1 cpu / memory hierarchies or the v2 unified tree). User space only: the
 // kernel already keeps these counters, there is nothing to trace.
 //
-// A quota period is typically 100 ms, so the session's 100 ms tick is too coarse to place a
-// throttled stretch: a sampler thread of this probe reads every 50 ms and buffers the samples;
-// tick()/finish() emit them on the session thread (the EmitFn is not thread-safe).
+// Without a CPU quota nothing can throttle, and the session's once-a-second tick samples (the
+// memory numbers, and a quota set during the run): no thread of its own, whose wake-ups would
+// be a second disturbance a second for the server's CPUs. Under a quota a period is typically
+// 100 ms, too short for that tick to place a throttled stretch: a sampler thread then reads
+// every 50 ms and buffers the samples, for as long as a quota exists; tick()/finish() emit
+// them on the session thread (the EmitFn is not thread-safe).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -30,7 +34,6 @@ namespace {
 // meaning slowly and are read once a second. At 50 ms for everything, the sampler read ~160
 // files a second, the largest part of an idle agent's CPU.
 constexpr auto kSampleEvery = std::chrono::milliseconds(50);
-constexpr auto kSampleEveryUnlimited = std::chrono::milliseconds(1000);
 constexpr uint64_t kMemoryEveryNs = 1'000'000'000;
 // Membership can change (a process moved into another cgroup): re-read /proc/PID/cgroup.
 constexpr uint64_t kResolveEveryNs = 500'000'000;
@@ -80,10 +83,20 @@ class CgroupProbe : public Probe {
     // The baseline sample, taken before start() returns (the sampler thread may be scheduled
     // late): counters are cumulative, and a reader wants their value at attach.
     sample_all();
-    sampler_ = std::thread([this] { run(); });
+    if (quota_watched()) start_sampler();
   }
 
-  void tick(uint64_t, const EmitFn& emit) override { drain(emit); }
+  void tick(uint64_t, const EmitFn& emit) override {
+    if (sampler_done_) {  // the quota went away: back to sampling here
+      sampler_.join();
+      sampler_done_ = false;
+    }
+    if (!sampler_.joinable()) {
+      sample_all();
+      if (quota_watched()) start_sampler();
+    }
+    drain(emit);
+  }
 
   void finish(const EmitFn& emit) override {
     stop();
@@ -101,6 +114,18 @@ class CgroupProbe : public Probe {
   std::string detail() const override { return detail_; }
 
  private:
+  // Only while the sampler thread is not running (or from it).
+  bool quota_watched() const {
+    return std::any_of(watched_.begin(), watched_.end(),
+                       [](const Watched& w) { return w.last.quota_us != host::kCgroupUnknown; });
+  }
+
+  void start_sampler() {
+    sampler_done_ = false;
+    sampler_ = std::thread([this] { run(); });
+  }
+
+  // While a watched cgroup has a quota; then hands sampling back to tick().
   void run() {
     // Capabilities are per thread: the recorder's drop after attach covers only its own thread,
     // and this one reads world-readable cgroup files, so it gives up loading privileges at once.
@@ -109,11 +134,12 @@ class CgroupProbe : public Probe {
     while (!stopping_) {
       lock.unlock();
       sample_all();
-      const bool quota = std::any_of(watched_.begin(), watched_.end(),
-                                     [](const Watched& w) { return w.last.quota_us != host::kCgroupUnknown; });
+      const bool quota = quota_watched();
       lock.lock();
-      cv_.wait_for(lock, quota ? kSampleEvery : kSampleEveryUnlimited, [this] { return stopping_; });
+      if (!quota) break;
+      cv_.wait_for(lock, kSampleEvery, [this] { return stopping_; });
     }
+    sampler_done_ = true;
   }
 
   void stop() {
@@ -229,7 +255,8 @@ class CgroupProbe : public Probe {
     std::optional<host::CgroupDirs> dirs;  // found for that text
   };
   std::map<uint32_t, Membership> memberships_;  // by tgid; sampler thread only
-  std::thread sampler_;
+  std::thread sampler_;                  // runs only while a quota exists
+  std::atomic<bool> sampler_done_{false};  // it returned: tick() joins it
   uint64_t user_records_ = 0;  // session thread only
   std::string detail_;
 };

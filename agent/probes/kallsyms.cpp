@@ -93,6 +93,22 @@ uint64_t find_kernel_function(std::initializer_list<std::string_view> names) {
   return 0;
 }
 
+std::pair<uint64_t, uint64_t> kernel_function_range(std::string_view wanted) {
+  std::ifstream in("/proc/kallsyms");
+  std::string line;
+  uint64_t start = 0;
+  while (std::getline(in, line)) {
+    const size_t sp1 = line.find(' ');
+    const size_t sp2 = sp1 == std::string::npos ? sp1 : line.find(' ', sp1 + 1);
+    if (sp2 == std::string::npos || sp2 != sp1 + 2) continue;
+    const uint64_t addr = std::strtoull(line.c_str(), nullptr, 16);
+    if (start) return addr > start ? std::pair{start, addr} : std::pair<uint64_t, uint64_t>{0, 0};
+    const char type = line[sp1 + 1];
+    if ((type == 't' || type == 'T') && std::string_view(line.c_str() + sp2 + 1) == wanted) start = addr;
+  }
+  return {0, 0};
+}
+
 uint64_t emit_kernel_stacks(int stack_map_fd, uint32_t source, const EmitFn& emit, bool from_tick) {
   const Kallsyms& syms = kernel_symbols();
   constexpr size_t kMax = sizeof(ld_kstack) + LD_KSTACK_MAX_DEPTH * LD_SYM_LEN;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <utility>
 #include <string_view>
 
 #include <algorithm>
@@ -136,5 +137,8 @@ uint64_t emit_kernel_stacks(int stack_map_fd, uint32_t source, const EmitFn& emi
 // The address of the first of `names` that /proc/kallsyms lists as a text symbol, 0 when none
 // is (or addresses are hidden: kptr_restrict without CAP_SYSLOG). Reads only as far as it must.
 uint64_t find_kernel_function(std::initializer_list<std::string_view> names);
+
+// [start, end) of kernel text symbol `name` (end: the next symbol's address); {0, 0} when absent.
+std::pair<uint64_t, uint64_t> kernel_function_range(std::string_view name);
 
 }  // namespace ld::probes

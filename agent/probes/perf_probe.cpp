@@ -45,8 +45,9 @@ struct TickCpu {
   uint64_t due_ns, first_ns, last_ns, ticks;
 };
 
-// FRED (x86 entry since 6.9, on CPUs that have it) stores orig_ax = -1 for exceptions too,
-// so the tick program could not tell a page fault from user code: the cpu-clock source then.
+// FRED (x86 entry since 6.9, on CPUs that have it) delivers the timer interrupt through its own
+// entry, not asm_sysvec_apic_timer_interrupt, where the tick program looks for the end of a
+// user-mode sample's kernel stack: the cpu-clock source then.
 bool fred_active() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -56,13 +57,15 @@ bool fred_active() {
 }
 
 // Why the scheduler tick cannot be the sample source here ("" when it may be).
-std::string tick_source_obstacle(uint64_t tick_fn) {
+std::string tick_source_obstacle(uint64_t tick_fn, uint64_t irq_entry) {
 #if !defined(__x86_64__)
   (void)tick_fn;
+  (void)irq_entry;
   return "the tick source is x86-64 only";
 #else
-  if (fred_active()) return "FRED entry (the tick cannot tell user from kernel mode)";
+  if (fred_active()) return "FRED entry (not the APIC timer's interrupt entry the tick source knows)";
   if (!tick_fn) return "no tick_sched_timer/tick_nohz_handler in /proc/kallsyms";
+  if (!irq_entry) return "no asm_sysvec_apic_timer_interrupt in /proc/kallsyms";
   return "";
 #endif
 }
@@ -81,7 +84,9 @@ class PerfProbe : public Probe {
     // tick_nohz_handler is the tick's hrtimer function since 6.9; before, tick_sched_timer
     // was (and tick_nohz_handler the low-resolution mode's clockevent handler).
     const uint64_t tick_fn = find_kernel_function({"tick_sched_timer", "tick_nohz_handler"});
-    not_tick_ = tick_source_obstacle(tick_fn);
+    // Where the tick's kernel stack ends when it interrupted user code.
+    irq_entry_ = kernel_function_range("asm_sysvec_apic_timer_interrupt");
+    not_tick_ = tick_source_obstacle(tick_fn, irq_entry_.first);
     load(ctx, not_tick_.empty() ? tick_fn : 0);
     if (not_tick_.empty()) attach_tick();
     if (!not_tick_.empty()) attach_all_cpus();
@@ -115,6 +120,8 @@ class PerfProbe : public Probe {
     if (!skel_) throw_libbpf_error("perf", "opening", errno);
     use_shared_maps(skel_->obj, ctx.shared);
     skel_->rodata->ld_tick_fn = tick_fn;
+    skel_->rodata->ld_irq_entry_lo = irq_entry_.first;
+    skel_->rodata->ld_irq_entry_hi = irq_entry_.second;
     skel_->rodata->ld_sample_period_ns = 1'000'000'000ULL / sample_hz_;
     bpf_program__set_autoload(skel_->progs.ld_perf_tick, tick_fn != 0);
     int err = perf_bpf__load(skel_.get());
@@ -201,6 +208,7 @@ class PerfProbe : public Probe {
   std::vector<bpf_link*> links_;
   uint64_t user_records_ = 0;
   uint32_t sample_hz_ = 0;
+  std::pair<uint64_t, uint64_t> irq_entry_{0, 0};
   uint64_t tick_period_ns_ = 0;  // the tick source is in use
   std::string not_tick_;          // why not, otherwise
 };

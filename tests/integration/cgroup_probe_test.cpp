@@ -6,6 +6,8 @@
 #include <fstream>
 #include <regex>
 
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include "events.h"
@@ -70,6 +72,47 @@ TEST(CgroupProbe, QuotaThrottlingOfAHog) {
   std::cout << "[ metrics  ] " << samples.size() << " samples, " << during << " during 1.5 s; nr_throttled +"
             << (after.nr_throttled - before->nr_throttled) << ", throttled " << throttled / 1e6
             << " ms of " << (end - start) / 1e6 << " ms (" << ratio * 100 << "%)\n";
+}
+
+// Without a quota the session's once-a-second tick samples; a quota set during the run starts
+// the 50 ms sampler, which must then place the throttling as in QuotaThrottlingOfAHog.
+TEST(CgroupProbe, QuotaSetDuringTheRunIsSampledEvery50ms) {
+  if (auto why = ld::test::bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  ld::test::QuotaCgroup cg(0, 100000);
+  ASSERT_EQ(cg.error(), "");
+  Child hog({ld::test::workload_path("cgroup_hog"), "--ms", "3000"});
+  ASSERT_TRUE(cg.add(hog.pid())) << "cannot move the hog into " << cg.dir();
+  bool quota_set = false;
+  std::thread later([&] {
+    std::this_thread::sleep_for(1500ms);  // the agent attaches, the hog runs unlimited a while
+    quota_set = cg.set_quota(20000, 100000);
+  });
+  auto rec = ld::test::record_workload(hog, "cgroup", 20s);
+  later.join();
+  ASSERT_TRUE(quota_set);
+  ASSERT_EQ(rec.agent_exit, 0) << rec.agent_err;
+  ASSERT_EQ(rec.probe("cgroup").value("status", ""), "attached") << rec.probe("cgroup").dump();
+
+  auto samples = rec.of_type<ld_cgroup_sample>(LD_EV_CGROUP_SAMPLE);
+  size_t unlimited = 0, limited = 0, first_limited = samples.size();
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (samples[i].quota_us == 20000u) {
+      limited++;
+      first_limited = std::min(first_limited, i);
+    } else {
+      EXPECT_EQ(limited, 0u) << "an unlimited sample after the quota was set";
+      unlimited++;
+    }
+  }
+  ASSERT_LT(first_limited, samples.size()) << "the quota was never seen";
+  // Unlimited: one sample per second or so; with the quota: each 100 ms period (the hog still
+  // runs ~1.5 s after the quota is set), the first within a second of it being set.
+  EXPECT_LE(unlimited, 4u);
+  EXPECT_GE(limited, 8u);
+  uint64_t throttled_periods = samples.back().nr_throttled - samples[first_limited].nr_throttled;
+  EXPECT_GE(throttled_periods, 5u);
+  std::cout << "[ metrics  ] " << unlimited << " samples before the quota, " << limited
+            << " after; nr_throttled +" << throttled_periods << "\n";
 }
 
 // No quota, no throttling: the cgroup of the test itself, sampled at idle.

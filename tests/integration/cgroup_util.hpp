@@ -27,7 +27,8 @@ inline bool write_file(const std::string& path, const std::string& value) {
 // A cgroup with a CPU quota, removed (after its processes exited) when this goes away.
 class QuotaCgroup {
  public:
-  // quota/period in µs. error() says why it could not be made.
+  // quota/period in µs (quota 0: none, set_quota() may add one later). error() says why it
+  // could not be made.
   QuotaCgroup(uint64_t quota_us, uint64_t period_us) {
     auto mounts = ld::host::parse_cgroup_mounts(ld::test::read_file("/proc/self/mountinfo"));
     std::string name = "/ld-test-" + std::to_string(getpid());
@@ -58,12 +59,13 @@ class QuotaCgroup {
     }
     // The top weight: on a loaded host (other tests, builds) the hog must still get its whole
     // quota early in each period, else it is throttled less than 80% of the time, or never.
-    bool ok = v2_ ? write_file(dir_ + "/cpu.weight", "10000") &&
-                        write_file(dir_ + "/cpu.max", std::to_string(quota_us) + " " + std::to_string(period_us))
-                  : write_file(dir_ + "/cpu.shares", "262144") &&
-                        write_file(dir_ + "/cpu.cfs_period_us", std::to_string(period_us)) &&
-                        write_file(dir_ + "/cpu.cfs_quota_us", std::to_string(quota_us));
-    if (!ok) error_ = "cannot set the quota in " + dir_;
+    bool ok = v2_ ? write_file(dir_ + "/cpu.weight", "10000") : write_file(dir_ + "/cpu.shares", "262144");
+    if (!ok || (quota_us && !set_quota(quota_us, period_us))) error_ = "cannot set the quota in " + dir_;
+  }
+  bool set_quota(uint64_t quota_us, uint64_t period_us) {
+    return v2_ ? write_file(dir_ + "/cpu.max", std::to_string(quota_us) + " " + std::to_string(period_us))
+               : write_file(dir_ + "/cpu.cfs_period_us", std::to_string(period_us)) &&
+                     write_file(dir_ + "/cpu.cfs_quota_us", std::to_string(quota_us));
   }
   ~QuotaCgroup() {
     if (dir_.empty()) return;
