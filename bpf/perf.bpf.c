@@ -7,12 +7,13 @@
  *   hrtimer_expire_entry that keeps only the tick's own hrtimer (its function
  *   is tick_nohz_handler, or tick_sched_timer before 6.9, address from
  *   kallsyms) and samples the interrupted task at ld_sample_period_ns on
- *   average per CPU.  User or kernel mode is told from the kernel stack.  The tick interrupts a busy CPU HZ times a second
- *   anyway, so a sample costs only this program.  A cpu-clock event is an
- *   hrtimer interrupt of its own: ~13 us each on the reference VM (timer
- *   interrupt and re-arm are VM exits), which at 99 Hz was the largest cost
- *   the agent added to a token gap.  Idle CPUs do not tick (NOHZ), so they
- *   are not woken to find nothing.
+ *   average per CPU; user or kernel mode is told from the kernel stack.
+ *   The tick interrupts a busy CPU HZ times a second anyway, so a sample
+ *   costs only this program.  A cpu-clock event is an hrtimer interrupt of
+ *   its own: ~13 us each on the reference VM (timer interrupt and re-arm are
+ *   VM exits), half of what the agent added to a token at one request at a
+ *   time.  Idle CPUs do not tick (NOHZ), so they are not woken to find
+ *   nothing.
  * - ld_perf_sample, on a cpu-clock software event per CPU: where the tick
  *   cannot be used, or a rate above HZ is asked for.
  *
@@ -144,7 +145,7 @@ int ld_perf_tick(struct bpf_raw_tracepoint_args *ctx)
 	__u32 zero = 0;
 	__u64 id, now;
 
-	if ((__u64)BPF_CORE_READ(timer, function) != ld_tick_fn || !ld_tick_fn)
+	if (!ld_tick_fn || (__u64)BPF_CORE_READ(timer, function) != ld_tick_fn)
 		return 0;
 	cpu = bpf_map_lookup_elem(&ld_tick_state, &zero);
 	if (!cpu)

@@ -178,7 +178,9 @@ TEST(RootAttach, DropsLoadingPrivilegesOnceAttached) {
     EXPECT_NE(effective & (1ULL << 2), 0u) << "CAP_DAC_READ_SEARCH (token logs, /proc) dropped by " << tid;
     threads++;
   }
-  EXPECT_GE(threads, 2) << "the cgroup sampler thread should be running";
+  // One reading thread; the cgroup sampler runs only under a CPU quota (its own test drops
+  // capabilities the same way: cgroup_probe.cpp).
+  EXPECT_GE(threads, 1);
   agent->signal(SIGINT);
   EXPECT_EQ(agent->wait(20s).value_or(-1), 0) << agent->err();
 }

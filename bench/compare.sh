@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Interleaved comparison of agent configurations under the (a) load of bench/run.sh: one
+# sample server, rounds of one run per condition in rotating order, so that the host's drift
+# falls on every condition alike (docs/performance.md, "What a token pays, piece by piece").
+#
+# Usage: sudo bash bench/compare.sh ROUNDS COND...
+#   COND: none                       no agent
+#         PROBES                     `attach --probes PROBES` (all, sock, sched,perf, ...)
+#         PROBES@ARG,ARG             with more attach flags (perf@--sample-hz,499)
+#         BINARY:PROBES              another agent binary (an older build, to compare)
+#         ...+stop                   the agent SIGSTOPped once attached: its probes stay on in
+#                                    the kernel, its user space does nothing during the run
+#         dummy                      all probes, attached to an idle process, not the server
+# Environment: REQUESTS (60), CONCURRENCY (2), OUT (a directory to keep the token logs in).
+# Prints per condition: median tokens/s, the median of its ratios to the none run of the same
+# round, the same for the server's CPU per token, and the pooled gap quantiles
+# (bench/gap_tail.py).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:?rounds}; shift
+conds=("$@")
+[ ${#conds[@]} -gt 0 ] || { echo "compare: no conditions" >&2; exit 1; }
+bash scripts/setup.sh >/dev/null
+ld=./build/latency-doctor
+work=${OUT:-$(mktemp -d)}
+mkdir -p "$work"
+: >"$work/results"
+./build/ld-sample-server --port 0 --token-ms 2 --tokens 100 --prefill-base-ms 5 >"$work/server.out" 2>/dev/null &
+server=$!
+sleep 1000000 &
+idle=$!
+trap 'kill $server $idle 2>/dev/null || true' EXIT
+for _ in $(seq 100); do grep -q "listening on" "$work/server.out" && break; sleep 0.1; done
+port=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.out")
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+load() {  # token log -> "tokens/s server_cpu_ms_per_token"
+  local before after
+  before=$(cpu_ticks "$server")
+  "$ld" bench --url "http://127.0.0.1:$port/v1/completions" --requests "${REQUESTS:-60}" \
+    --concurrency "${CONCURRENCY:-2}" --max-tokens 100 --quiet --tokens-out "$1" >"$work/bench.txt"
+  after=$(cpu_ticks "$server")
+  awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" \
+    '/^tokens\/s/ {t=$2} /^tokens / {n=$2} END {printf "%s %.4f\n", t, (n > 0 ? ticks * 1000 / hz / n : 0)}' \
+    "$work/bench.txt"
+}
+
+run_condition() {  # cond round index
+  local cond=$1 agent=$ld pid=$server stop="" probes extra="" ap=""
+  if [ "$cond" != none ]; then
+    if [[ "$cond" == *:* ]]; then agent=${cond%%:*}; cond=${cond#*:}; fi
+    if [[ "$cond" == *+stop ]]; then stop=1; cond=${cond%+stop}; fi
+    probes=${cond%%@*}
+    [[ "$cond" == *@* ]] && extra=${cond#*@}
+    if [ "$probes" = dummy ]; then pid=$idle; probes=all; fi
+    # shellcheck disable=SC2086  # extra holds flags
+    "$agent" attach --pid "$pid" --probes "$probes" ${extra//,/ } --duration 10m --format json \
+      -o "$work/agent.json" 2>"$work/agent.err" &
+    ap=$!
+    for _ in $(seq 400); do grep -q "attached to pid" "$work/agent.err" && break; sleep 0.05; done
+    grep -q "attached to pid" "$work/agent.err" || { cat "$work/agent.err" >&2; exit 2; }
+    sleep 1  # the steady state, as in bench/run.sh
+    [ -n "$stop" ] && kill -STOP "$ap"
+  fi
+  local log="$work/tok_$2_$3.jsonl"
+  echo "$2 $1 $(load "$log") $log" >>"$work/results"
+  if [ -n "$ap" ]; then kill -CONT "$ap"; kill -INT "$ap"; wait "$ap" || true; fi
+}
+
+load "$work/warm.jsonl" >/dev/null
+n=${#conds[@]}
+for r in $(seq "$rounds"); do
+  for k in $(seq 0 $((n - 1))); do
+    i=$(((k + r) % n))
+    run_condition "${conds[$i]}" "$r" "$i"
+  done
+done
+python3 bench/gap_tail.py "$work/results"

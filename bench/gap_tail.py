@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Summary of a bench/compare.sh run: throughput and CPU per token paired against the none run
+of the same round, and the token gaps of all runs of a condition pooled: their quantiles, the
+share of gaps past a few thresholds, and the runs whose own p99 is past 2.5 ms (on the
+reference VM such a run had its two request threads on one CPU for a while: gaps of ~4 ms).
+
+Usage: gap_tail.py RESULTS   (lines "round cond tokens_per_s cpu_ms_per_token token_log")
+"""
+import json
+import statistics
+import sys
+
+
+def gaps_ms(path):
+    tokens = {}
+    with open(path) as f:
+        for line in f:
+            e = json.loads(line)
+            if e.get("event") == "token":
+                tokens.setdefault(e["request"], []).append(e["t_ns"])
+    out = []
+    for ts in tokens.values():
+        ts.sort()
+        out.extend((b - a) / 1e6 for a, b in zip(ts, ts[1:]))
+    return out
+
+
+def quantile(sorted_values, p):
+    if not sorted_values:
+        return float("nan")
+    k = (len(sorted_values) - 1) * p
+    lo = int(k)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
+
+
+def main():
+    runs = {}
+    order = []
+    for line in open(sys.argv[1]):
+        r, cond, tput, cpu, log = line.split()
+        if cond not in runs:
+            order.append(cond)
+        runs.setdefault(cond, {})[r] = (float(tput), float(cpu), log)
+    base = runs.get("none", {})
+    pooled = {c: sorted(g for (_, _, log) in runs[c].values() for g in gaps_ms(log)) for c in order}
+    p99_base = quantile(pooled["none"], 0.99) if "none" in pooled else float("nan")
+    ths = (2.3, 2.5, 3.0, 4.0)
+    print(f"{'condition':34s} {'runs':>4s} {'tok/s':>7s} {'paired':>7s} {'cpu/tok':>8s} "
+          f"{'p50':>6s} {'p90':>6s} {'p98':>6s} {'p99':>6s} {'p99 vs none':>11s} "
+          + " ".join(f"{'>' + str(t):>6s}" for t in ths) + "  runs p99>2.5")
+    for c in order:
+        d = runs[c]
+        tput = [(d[r][0] / base[r][0] - 1) * 100 for r in d if r in base]
+        cpu = [(d[r][1] / base[r][1] - 1) * 100 for r in d if r in base]
+        g = pooled[c]
+        p99 = quantile(g, 0.99)
+        run_p99 = [quantile(sorted(gaps_ms(log)), 0.99) for (_, _, log) in d.values()]
+        print(f"{c:34s} {len(d):4d} {statistics.median(x[0] for x in d.values()):7.1f} "
+              f"{statistics.median(tput):+6.2f}% {statistics.median(cpu):+7.2f}% "
+              f"{quantile(g, .5):6.3f} {quantile(g, .9):6.3f} {quantile(g, .98):6.3f} {p99:6.3f} "
+              f"{(p99 / p99_base - 1) * 100:+10.1f}% "
+              + " ".join(f"{sum(1 for x in g if x > t) / len(g) * 100:5.2f}%" for t in ths)
+              + f"  {sum(1 for p in run_p99 if p > 2.5)}")
+
+
+if __name__ == "__main__":
+    main()
