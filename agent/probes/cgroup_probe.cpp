@@ -151,7 +151,8 @@ class CgroupProbe : public Probe {
     if (sampler_.joinable()) sampler_.join();
   }
 
-  // Only the sampler thread (or finish() after it stopped) touches watched_.
+  // Only the sampler thread while it runs, else the session thread (tick(), finish()), touches
+  // watched_.
   void resolve() {
     std::vector<uint32_t> targets;
     {
@@ -249,12 +250,12 @@ class CgroupProbe : public Probe {
   std::vector<ld_cgroup_sample> buffered_;  // guarded by mu_
   uint64_t next_resolve_ = 0;               // guarded by mu_
   uint64_t dropped_ = 0;                    // guarded by mu_
-  std::vector<Watched> watched_;            // sampler thread only
+  std::vector<Watched> watched_;            // the sampling thread only (see resolve())
   struct Membership {
     std::string text;  // /proc/PID/cgroup as last read
     std::optional<host::CgroupDirs> dirs;  // found for that text
   };
-  std::map<uint32_t, Membership> memberships_;  // by tgid; sampler thread only
+  std::map<uint32_t, Membership> memberships_;  // by tgid; the sampling thread only
   std::thread sampler_;                  // runs only while a quota exists
   std::atomic<bool> sampler_done_{false};  // it returned: tick() joins it
   uint64_t user_records_ = 0;  // session thread only

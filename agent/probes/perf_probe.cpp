@@ -9,7 +9,6 @@
 #include <bpf/libbpf.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <string>
