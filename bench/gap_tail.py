@@ -6,23 +6,10 @@ reference VM such a run had its two request threads on one CPU for a while: gaps
 
 Usage: gap_tail.py RESULTS   (lines "round cond tokens_per_s cpu_ms_per_token token_log")
 """
-import json
 import statistics
 import sys
 
-
-def gaps_ms(path):
-    tokens = {}
-    with open(path) as f:
-        for line in f:
-            e = json.loads(line)
-            if e.get("event") == "token":
-                tokens.setdefault(e["request"], []).append(e["t_ns"])
-    out = []
-    for ts in tokens.values():
-        ts.sort()
-        out.extend((b - a) / 1e6 for a, b in zip(ts, ts[1:]))
-    return out
+from tpot_pool import gaps_ms  # the bench's TPOT definition, one copy
 
 
 def quantile(sorted_values, p):
