@@ -71,42 +71,9 @@ bool is_tick_frame(const std::string& name) {
 
 }  // namespace
 
-uint64_t find_kernel_function(std::initializer_list<std::string_view> names) {
+std::vector<KernelTextRange> find_kernel_text(std::initializer_list<std::string_view> names) {
   std::ifstream in("/proc/kallsyms");
-  std::string line;
-  std::vector<uint64_t> found(names.size(), 0);
-  // "ffffffff814352e0 t tick_nohz_handler". The core kernel's text comes first and ends at
-  // _etext: no need to read the rest (modules, data; ~120k lines, ~40 ms).
-  while (std::getline(in, line) && found.front() == 0) {
-    const size_t sp1 = line.find(' ');
-    const size_t sp2 = sp1 == std::string::npos ? sp1 : line.find(' ', sp1 + 1);
-    if (sp2 == std::string::npos || sp2 != sp1 + 2) continue;
-    const std::string_view name(line.c_str() + sp2 + 1);
-    if (name == "_etext") break;
-    const char type = line[sp1 + 1];
-    if (type != 't' && type != 'T') continue;
-    const auto it = std::find(names.begin(), names.end(), name);
-    if (it != names.end()) found[size_t(it - names.begin())] = std::strtoull(line.c_str(), nullptr, 16);
-  }
-  for (uint64_t addr : found)
-    if (addr) return addr;  // the first of `names` that exists
-  return 0;
-}
-
-std::pair<uint64_t, uint64_t> kernel_function_range(std::string_view wanted) {
-  std::ifstream in("/proc/kallsyms");
-  std::string line;
-  uint64_t start = 0;
-  while (std::getline(in, line)) {
-    const size_t sp1 = line.find(' ');
-    const size_t sp2 = sp1 == std::string::npos ? sp1 : line.find(' ', sp1 + 1);
-    if (sp2 == std::string::npos || sp2 != sp1 + 2) continue;
-    const uint64_t addr = std::strtoull(line.c_str(), nullptr, 16);
-    if (start) return addr > start ? std::pair{start, addr} : std::pair<uint64_t, uint64_t>{0, 0};
-    const char type = line[sp1 + 1];
-    if ((type == 't' || type == 'T') && std::string_view(line.c_str() + sp2 + 1) == wanted) start = addr;
-  }
-  return {0, 0};
+  return find_kernel_text(in, names);
 }
 
 uint64_t emit_kernel_stacks(int stack_map_fd, uint32_t source, const EmitFn& emit, bool from_tick) {

@@ -82,9 +82,11 @@ class PerfProbe : public Probe {
     if (sample_hz_ == 0) throw ProbeUnavailable("perf: a sample rate of 0 Hz");
     // tick_nohz_handler is the tick's hrtimer function since 6.9; before, tick_sched_timer
     // was (and tick_nohz_handler the low-resolution mode's clockevent handler).
-    const uint64_t tick_fn = find_kernel_function({"tick_sched_timer", "tick_nohz_handler"});
-    // Where the tick's kernel stack ends when it interrupted user code.
-    irq_entry_ = kernel_function_range("asm_sysvec_apic_timer_interrupt");
+    // asm_sysvec_apic_timer_interrupt: where the tick's kernel stack ends when it interrupted
+    // user code.
+    const auto text = find_kernel_text({"tick_sched_timer", "tick_nohz_handler", "asm_sysvec_apic_timer_interrupt"});
+    const uint64_t tick_fn = text[0].start ? text[0].start : text[1].start;
+    irq_entry_ = {text[2].start, text[2].end};
     not_tick_ = tick_source_obstacle(tick_fn, irq_entry_.first);
     load(ctx, not_tick_.empty() ? tick_fn : 0);
     if (not_tick_.empty()) attach_tick();
@@ -104,7 +106,7 @@ class PerfProbe : public Probe {
 
   std::string detail() const override {
     if (tick_period_ns_)
-      return fmt::format("scheduler tick (every {:.1f} ms) sampled at {} Hz per busy CPU, kernel stacks "
+      return fmt::format("scheduler tick (every {:.2f} ms) sampled at {} Hz per busy CPU, kernel stacks "
                          "in kernel mode",
                          double(tick_period_ns_) / 1e6, sample_hz_);
     return fmt::format("cpu-clock perf event at {} Hz on {} CPUs, kernel stacks in kernel mode (not the "

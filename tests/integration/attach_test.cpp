@@ -163,23 +163,16 @@ TEST(RootAttach, DropsLoadingPrivilegesOnceAttached) {
   Server server({"--token-ms", "5"});
   auto agent = start_attach(server.proc->pid(), {"--duration", "5m"});
   // Capabilities are per thread: every thread the agent still runs must have dropped them.
-  const std::string tasks = "/proc/" + std::to_string(agent->pid()) + "/task";
   int threads = 0;
-  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
-    std::ifstream status(task.path() / "status");
-    std::string line;
-    unsigned long long effective = ~0ULL;
-    while (std::getline(status, line))
-      if (line.rfind("CapEff:", 0) == 0) effective = std::stoull(line.substr(7), nullptr, 16);
-    const std::string tid = task.path().filename();
+  for (const auto& [tid, effective] : ld::test::thread_capabilities(agent->pid())) {
     EXPECT_EQ(effective & (1ULL << 21), 0u) << "CAP_SYS_ADMIN kept by thread " << tid;
     EXPECT_EQ(effective & (1ULL << 38), 0u) << "CAP_PERFMON kept by thread " << tid;
     EXPECT_EQ(effective & (1ULL << 39), 0u) << "CAP_BPF kept by thread " << tid;
     EXPECT_NE(effective & (1ULL << 2), 0u) << "CAP_DAC_READ_SEARCH (token logs, /proc) dropped by " << tid;
     threads++;
   }
-  // One reading thread; the cgroup sampler runs only under a CPU quota (its own test drops
-  // capabilities the same way: cgroup_probe.cpp).
+  // One reading thread; the cgroup sampler runs only under a CPU quota (its threads' capabilities:
+  // CgroupProbe.QuotaSetDuringTheRunIsSampledEvery50ms).
   EXPECT_GE(threads, 1);
   agent->signal(SIGINT);
   EXPECT_EQ(agent->wait(20s).value_or(-1), 0) << agent->err();

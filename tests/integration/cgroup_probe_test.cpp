@@ -83,9 +83,15 @@ TEST(CgroupProbe, QuotaSetDuringTheRunIsSampledEvery50ms) {
   Child hog({ld::test::workload_path("cgroup_hog"), "--ms", "3000"});
   ASSERT_TRUE(cg.add(hog.pid())) << "cannot move the hog into " << cg.dir();
   bool quota_set = false;
+  std::vector<std::pair<std::string, uint64_t>> agent_threads;  // {tid, CapEff} under the quota
   std::thread later([&] {
     std::this_thread::sleep_for(1500ms);  // the agent attaches, the hog runs unlimited a while
     quota_set = cg.set_quota(20000, 100000);
+    // The sampler thread starts from the session's 1 s tick, long after the agent dropped its
+    // loading privileges: it must not have them either (capabilities are per thread).
+    std::this_thread::sleep_for(1200ms);
+    if (int agent = ld::test::find_process("record --pid " + std::to_string(hog.pid()) + " "))
+      agent_threads = ld::test::thread_capabilities(agent);
   });
   auto rec = ld::test::record_workload(hog, "cgroup", 20s);
   later.join();
@@ -105,6 +111,12 @@ TEST(CgroupProbe, QuotaSetDuringTheRunIsSampledEvery50ms) {
     }
   }
   ASSERT_LT(first_limited, samples.size()) << "the quota was never seen";
+  EXPECT_GE(agent_threads.size(), 2u) << "no sampler thread beside the reading thread under the quota";
+  for (const auto& [tid, effective] : agent_threads) {
+    EXPECT_EQ(effective & (1ULL << 21), 0u) << "CAP_SYS_ADMIN kept by thread " << tid;
+    EXPECT_EQ(effective & (1ULL << 38), 0u) << "CAP_PERFMON kept by thread " << tid;
+    EXPECT_EQ(effective & (1ULL << 39), 0u) << "CAP_BPF kept by thread " << tid;
+  }
   // Unlimited: one sample per second or so; with the quota: each 100 ms period (the hog still
   // runs ~1.5 s after the quota is set), the first within a second of it being set.
   EXPECT_LE(unlimited, 4u);

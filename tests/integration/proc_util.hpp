@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -23,6 +25,35 @@ inline std::string read_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// CapEff of every thread of process `pid`: {tid, mask}. Capabilities are per thread.
+inline std::vector<std::pair<std::string, uint64_t>> thread_capabilities(int pid) {
+  std::vector<std::pair<std::string, uint64_t>> caps;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream status(task.path() / "status");
+    std::string line;
+    uint64_t effective = ~0ULL;  // unread: counts as everything kept
+    while (std::getline(status, line))
+      if (line.rfind("CapEff:", 0) == 0) effective = std::stoull(line.substr(7), nullptr, 16);
+    caps.emplace_back(task.path().filename().string(), effective);
+  }
+  return caps;
+}
+
+// The first process whose command line (arguments joined by spaces) contains `needle`; 0 if none.
+inline int find_process(const std::string& needle) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = read_file(entry.path() / "cmdline");
+    for (char& c : cmdline)
+      if (c == '\0') c = ' ';
+    if (cmdline.find(needle) != std::string::npos && std::stoi(name) != getpid()) return std::stoi(name);
+  }
+  return 0;
 }
 
 class Child {

@@ -59,5 +59,36 @@ TEST(Kallsyms, HiddenAddressesGiveAnEmptyTable) {
   EXPECT_EQ(k.symbolize(0xffffffff81000010), "0xffffffff81000010");
 }
 
+TEST(KernelText, FindsEachNameInOnePassUpToEtext) {
+  std::istringstream in(
+      "ffffffff81000000 T _stext\n"
+      "ffffffff81001000 t tick_nohz_handler\n"
+      "ffffffff81001000 t alias_of_tick\n"  // same address: the range ends at the next higher
+      "ffffffff81001200 T next_fn\n"
+      "ffffffff81002000 T asm_sysvec_apic_timer_interrupt\n"
+      "ffffffff82000000 D some_data\n"  // ends the entry's range, is no function itself
+      "ffffffff82100000 T _etext\n"
+      "ffffffffc0a00000 t after_etext\t[mod]\n");
+  const auto text = find_kernel_text(in, {"tick_sched_timer", "tick_nohz_handler",
+                                          "asm_sysvec_apic_timer_interrupt", "some_data", "after_etext"});
+  ASSERT_EQ(text.size(), 5u);
+  EXPECT_EQ(text[0].start, 0u);  // absent
+  EXPECT_EQ(text[1].start, 0xffffffff81001000u);
+  EXPECT_EQ(text[1].end, 0xffffffff81001200u);
+  EXPECT_EQ(text[2].start, 0xffffffff81002000u);
+  EXPECT_EQ(text[2].end, 0xffffffff82000000u);
+  EXPECT_EQ(text[3].start, 0u);  // data, not text
+  EXPECT_EQ(text[4].start, 0u);  // past _etext: not read
+}
+
+TEST(KernelText, NoEndOrHiddenAddressesGiveNoRange) {
+  std::istringstream last("ffffffff81000000 T _stext\nffffffff81001000 t only_fn\n");
+  EXPECT_EQ(find_kernel_text(last, {"only_fn"})[0].start, 0u);  // no symbol after it
+  std::istringstream hidden("0000000000000000 T _stext\n0000000000000000 t fn\n0000000000000000 t fn\n");
+  const auto text = find_kernel_text(hidden, {"fn"});
+  EXPECT_EQ(text[0].start, 0u);
+  EXPECT_EQ(text[0].end, 0u);
+}
+
 }  // namespace
 }  // namespace ld::probes
