@@ -238,52 +238,52 @@ void parse_cpu_max(std::string_view text, CgroupCpu& into) {
   into.period_us = to_u64(f[1]).value_or(kCgroupUnknown);
 }
 
-CgroupCpu read_cgroup_cpu(const std::string& dir, bool v2) {
-  CgroupCpu cpu = parse_cpu_stat(slurp(dir + "/cpu.stat"));
+CgroupCpu read_cgroup_cpu(const std::string& dir, bool v2, const util::FileReader& read) {
+  CgroupCpu cpu = parse_cpu_stat(read(dir + "/cpu.stat"));
   if (v2) {
-    std::string max = slurp(dir + "/cpu.max");
+    std::string max = read(dir + "/cpu.max");
     parse_cpu_max(max, cpu);
     cpu.quota_read = cpu.period_us != kCgroupUnknown;
     return cpu;
   }
   // v1: cfs_quota_us is -1 when unlimited.
-  std::string quota_text = slurp(dir + "/cpu.cfs_quota_us");
+  std::string quota_text = read(dir + "/cpu.cfs_quota_us");
   auto quota = trim(quota_text);
   if (!quota.empty() && quota[0] != '-') cpu.quota_us = to_u64(quota).value_or(kCgroupUnknown);
-  cpu.period_us = to_u64(slurp(dir + "/cpu.cfs_period_us")).value_or(kCgroupUnknown);
+  cpu.period_us = to_u64(read(dir + "/cpu.cfs_period_us")).value_or(kCgroupUnknown);
   cpu.quota_read = !quota.empty() && (quota[0] == '-' || cpu.quota_us != kCgroupUnknown);
   return cpu;
 }
 
-CgroupMemory read_cgroup_memory(const std::string& dir, bool v2) {
+CgroupMemory read_cgroup_memory(const std::string& dir, bool v2, const util::FileReader& read) {
   CgroupMemory mem;
   if (dir.empty()) return mem;
   if (v2) {
-    mem.usage = to_u64(slurp(dir + "/memory.current")).value_or(kCgroupUnknown);
-    std::string max = slurp(dir + "/memory.max");
+    mem.usage = to_u64(read(dir + "/memory.current")).value_or(kCgroupUnknown);
+    std::string max = read(dir + "/memory.max");
     mem.limit = limit_or_unknown(to_u64(max));  // "max" -> unknown
     mem.limit_read = is_limit(max);
-    std::string swap_max = slurp(dir + "/memory.swap.max");
+    std::string swap_max = read(dir + "/memory.swap.max");
     mem.swap_limit = limit_or_unknown(to_u64(swap_max));
     mem.swap_limit_read = is_limit(swap_max);
-    std::string events = slurp(dir + "/memory.events");
+    std::string events = read(dir + "/memory.events");
     mem.events_high = parse_keyed_value(events, "high").value_or(kCgroupUnknown);
     mem.events_oom = parse_keyed_value(events, "oom_kill").value_or(kCgroupUnknown);
     return mem;
   }
-  mem.usage = to_u64(slurp(dir + "/memory.usage_in_bytes")).value_or(kCgroupUnknown);
-  std::string limit = slurp(dir + "/memory.limit_in_bytes");
+  mem.usage = to_u64(read(dir + "/memory.usage_in_bytes")).value_or(kCgroupUnknown);
+  std::string limit = read(dir + "/memory.limit_in_bytes");
   mem.limit = limit_or_unknown(to_u64(limit));
   mem.limit_read = is_limit(limit);
   // v1 limits memory+swap together: the swap allowance is the difference.
-  std::string memsw = slurp(dir + "/memory.memsw.limit_in_bytes");
+  std::string memsw = read(dir + "/memory.memsw.limit_in_bytes");
   if (is_limit(memsw) && mem.limit_read) {
     uint64_t both = limit_or_unknown(to_u64(memsw));
     mem.swap_limit_read = true;
     if (both != kCgroupUnknown && mem.limit != kCgroupUnknown) mem.swap_limit = both > mem.limit ? both - mem.limit : 0;
   }
-  mem.events_high = to_u64(slurp(dir + "/memory.failcnt")).value_or(kCgroupUnknown);
-  mem.events_oom = parse_keyed_value(slurp(dir + "/memory.oom_control"), "oom_kill").value_or(kCgroupUnknown);
+  mem.events_high = to_u64(read(dir + "/memory.failcnt")).value_or(kCgroupUnknown);
+  mem.events_oom = parse_keyed_value(read(dir + "/memory.oom_control"), "oom_kill").value_or(kCgroupUnknown);
   return mem;
 }
 

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "util/files.hpp"
+
 namespace ld::host {
 
 // One line of /proc/PID/cgroup: "4:cpu,cpuacct:/a/b" (v1) or "0::/a/b" (v2).
@@ -64,7 +66,8 @@ struct CgroupCpu {
 CgroupCpu parse_cpu_stat(std::string_view text, CgroupCpu into = {});
 // "max 100000" / "20000 100000" (v2 cpu.max) into quota_us / period_us.
 void parse_cpu_max(std::string_view text, CgroupCpu& into);
-CgroupCpu read_cgroup_cpu(const std::string& dir, bool v2);
+// `read`: how the files are read (a probe's util::FileCache keeps them open).
+CgroupCpu read_cgroup_cpu(const std::string& dir, bool v2, const util::FileReader& read = util::read_file);
 
 struct CgroupMemory {
   uint64_t usage = kCgroupUnknown;        // bytes now
@@ -76,7 +79,8 @@ struct CgroupMemory {
   bool limit_read = false;       // the limit file was read: limit ~0 then means "no limit"
   bool swap_limit_read = false;  // same for swap_limit (absent without swap accounting)
 };
-CgroupMemory read_cgroup_memory(const std::string& dir, bool v2);
+CgroupMemory read_cgroup_memory(const std::string& dir, bool v2,
+                                const util::FileReader& read = util::read_file);
 // The CPUs the cgroup may run on: v2 cpuset.cpus.effective, v1 cpuset.effective_cpus
 // ("0-3,8"); "" when unreadable.
 std::string read_cgroup_cpuset(const std::string& dir, bool v2);

@@ -131,10 +131,9 @@ std::optional<uint64_t> parse_sockstat_tcp(std::string_view text, std::string_vi
   return std::nullopt;
 }
 
-std::optional<NetCounters> read_net_counters(const std::string& root, int pid) {
+std::optional<NetCounters> read_net_counters(const std::string& root, int pid, const util::FileReader& read) {
   std::string net = root + "/proc/" + std::to_string(pid) + "/net/";
-  std::string netstat = slurp(net + "netstat"), snmp = slurp(net + "snmp"),
-              sockstat = slurp(net + "sockstat");
+  std::string netstat = read(net + "netstat"), snmp = read(net + "snmp"), sockstat = read(net + "sockstat");
   if (netstat.empty() && snmp.empty() && sockstat.empty()) return std::nullopt;
   NetCounters c;
   auto set = [](uint64_t& field, std::optional<uint64_t> v) {

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "util/files.hpp"
+
 namespace ld::host {
 
 // One line of /proc/net/tcp or tcp6.
@@ -43,8 +45,10 @@ struct NetCounters {
   uint64_t active_opens = ~0ULL;      // Tcp ActiveOpens
   uint64_t passive_opens = ~0ULL;     // Tcp PassiveOpens
 };
-// Reads root/proc/PID/net/{netstat,sockstat,snmp}; nullopt when none of them is readable.
-std::optional<NetCounters> read_net_counters(const std::string& root, int pid);
+// Reads root/proc/PID/net/{netstat,sockstat,snmp} with `read`; nullopt when none of them is
+// readable.
+std::optional<NetCounters> read_net_counters(const std::string& root, int pid,
+                                             const util::FileReader& read = util::read_file);
 
 // Identity of the network namespace of `pid` ("net:[4026531840]"), "" when unknown.
 std::string net_namespace_of(const std::string& root, int pid);

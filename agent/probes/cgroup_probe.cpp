@@ -163,7 +163,7 @@ class CgroupProbe : public Probe {
     for (uint32_t tgid : targets) {
       // Membership as the kernel shows it; the directories are derived again (reading the
       // mount table, which costs more than the rest of a sample) only when it changed.
-      std::string membership = util::read_file(fmt::format("/proc/{}/cgroup", tgid));
+      std::string membership = files_.read(fmt::format("/proc/{}/cgroup", tgid));
       Membership& known = memberships_[tgid];
       if (membership.empty() || membership != known.text)
         known = {membership, host::find_cgroup_dirs_from("", membership)};
@@ -199,9 +199,9 @@ class CgroupProbe : public Probe {
   }
 
   void sample(Watched& w, uint64_t now, bool force) {
-    auto cpu = host::read_cgroup_cpu(w.dirs.cpu, w.dirs.cpu_v2);
+    auto cpu = host::read_cgroup_cpu(w.dirs.cpu, w.dirs.cpu_v2, files_.reader(/*yielding=*/true));
     if (force || w.memory_read_ns == 0 || now - w.memory_read_ns >= kMemoryEveryNs) {
-      w.memory = host::read_cgroup_memory(w.dirs.memory, w.dirs.memory_v2);
+      w.memory = host::read_cgroup_memory(w.dirs.memory, w.dirs.memory_v2, files_.reader(/*yielding=*/true));
       w.memory_read_ns = now;
     }
     const host::CgroupMemory& mem = w.memory;
@@ -251,6 +251,7 @@ class CgroupProbe : public Probe {
   uint64_t next_resolve_ = 0;               // guarded by mu_
   uint64_t dropped_ = 0;                    // guarded by mu_
   std::vector<Watched> watched_;            // the sampling thread only (see resolve())
+  util::FileCache files_;                   // the cgroup files and /proc/PID/cgroup: as watched_
   struct Membership {
     std::string text;  // /proc/PID/cgroup as last read
     std::optional<host::CgroupDirs> dirs;  // found for that text

@@ -2,6 +2,7 @@
 
 #include <libelf.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -289,6 +290,11 @@ int ProbeSession::poll(int timeout_ms) {
     uint64_t next = now + kTickNs;
     for (auto& p : impl_->probes) {
       if (!p.probe) continue;
+      // Between pieces of the tick's work (the ring, each probe's /proc and cgroup reads,
+      // 0.1-0.3 ms each), give the CPU to whoever waits for it: a busy server thread we took
+      // it from then waits out one piece, not all of them (all at once, ~0.6 ms once a second
+      // delayed one token of each wake-up past the TPOT p99). Returns at once when no one waits.
+      sched_yield();
       p.probe->tick(now, emit);
       next = std::min(next, std::max(p.probe->next_tick_ns(now), now + kMinTickNs));
     }

@@ -20,6 +20,7 @@
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
 #include "tcp.skel.h"
+#include "util/files.hpp"
 
 namespace ld::probes {
 namespace {
@@ -121,7 +122,7 @@ class TcpProbe : public Probe {
       }
       netns_[tgid] = ns;
       if (!seen.insert(ns).second) continue;
-      auto c = host::read_net_counters("", from);
+      auto c = host::read_net_counters("", from, net_files_.reader(/*yielding=*/true));
       if (!c) continue;
       ld_net_sample rec{};
       rec.hdr.type = LD_EV_NET_SAMPLE;
@@ -140,6 +141,7 @@ class TcpProbe : public Probe {
     }
   }
 
+  util::FileCache net_files_;  // /proc/PID/net/{netstat,snmp,sockstat}, kept open
   SkelPtr<tcp_bpf, tcp_bpf__destroy> skel_;
   std::vector<uint32_t> targets_;
   std::set<uint16_t> scanned_ports_;

@@ -1,16 +1,77 @@
 #include "util/files.hpp"
 
-#include <fstream>
-#include <sstream>
+#include <fcntl.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <optional>
 
 namespace ld::util {
 
+namespace {
+
+// The whole file from offset 0, or nullopt when a read fails.
+std::optional<std::string> read_from_start(int fd) {
+  std::string text;
+  char chunk[4096];
+  off_t offset = 0;
+  while (true) {
+    ssize_t n = pread(fd, chunk, sizeof(chunk), offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) return text;
+    text.append(chunk, size_t(n));
+    offset += n;
+  }
+}
+
+int open_for_reading(const std::string& path) {
+  return open(path.c_str(), O_RDONLY | O_CLOEXEC);
+}
+
+}  // namespace
+
 std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return "";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  int fd = open_for_reading(path);
+  if (fd < 0) return "";
+  std::optional<std::string> text = read_from_start(fd);
+  close(fd);
+  return text.value_or("");
+}
+
+FileCache::~FileCache() { close_all(); }
+
+void FileCache::close_all() {
+  for (auto& [path, fd] : fds_) close(fd);
+  fds_.clear();
+}
+
+FileReader FileCache::reader(bool yielding) {
+  if (!yielding) return [this](const std::string& path) { return read(path); };
+  return [this](const std::string& path) {
+    sched_yield();
+    return read(path);
+  };
+}
+
+std::string FileCache::read(const std::string& path) {
+  auto it = fds_.find(path);
+  if (it != fds_.end()) {
+    if (std::optional<std::string> text = read_from_start(it->second)) return *text;
+    close(it->second);  // stale: open it again below
+    fds_.erase(it);
+  }
+  int fd = open_for_reading(path);
+  if (fd < 0) return "";
+  std::optional<std::string> text = read_from_start(fd);
+  if (!text) {
+    close(fd);
+    return "";
+  }
+  if (fds_.size() >= kMaxOpen) close_all();
+  fds_.emplace(path, fd);
+  return *text;
 }
 
 }  // namespace ld::util

@@ -1,11 +1,46 @@
 // Whole-file reads for /proc, /sys and cgroup files.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <unordered_map>
 
 namespace ld::util {
 
 // The file's contents, or "" when it cannot be read.
 std::string read_file(const std::string& path);
+
+// How host code reads a file: read_file, or a FileCache's read.
+using FileReader = std::function<std::string(const std::string& path)>;
+
+// For files read again and again (the probes' once-a-second /proc and cgroup samples): each
+// stays open and is read afresh from offset 0 (seq_file and kernfs files produce their
+// contents again at offset 0). That saves the path walk of an open and the close: about half
+// of what reading a small /proc or cgroup file costs, and the agent does such reads in the
+// wake-ups a server thread may be waiting behind. A file that fails to read is opened again
+// once (a cgroup removed and made again, a process gone and its pid reused). Read with the
+// credentials of the opener: a file opened while privileged stays readable after the agent
+// drops its capabilities. Not thread-safe: one user at a time.
+class FileCache {
+ public:
+  FileCache() = default;
+  ~FileCache();
+  FileCache(const FileCache&) = delete;
+  FileCache& operator=(const FileCache&) = delete;
+
+  // The file's contents, or "" when it cannot be read.
+  std::string read(const std::string& path);
+  // A reader for host functions; valid while this cache lives. `yielding`: each read first
+  // gives the CPU to whoever waits for it (sched_yield, at once when no one does), so that a
+  // busy thread of the target the agent took the CPU from waits out one file's read (10-100
+  // us), not a whole sample of several files.
+  FileReader reader(bool yielding = false);
+  size_t open_files() const { return fds_.size(); }
+
+ private:
+  static constexpr size_t kMaxOpen = 64;  // then all are closed and opened again as read
+  void close_all();
+  std::unordered_map<std::string, int> fds_;
+};
 
 }  // namespace ld::util
