@@ -11,7 +11,12 @@
 #         ...+stop                   the agent SIGSTOPped once attached: its probes stay on in
 #                                    the kernel, its user space does nothing during the run
 #         dummy                      all probes, attached to an idle process, not the server
-# Environment: REQUESTS (60), CONCURRENCY (2), OUT (a directory to keep the token logs in).
+# Environment: REQUESTS (60), CONCURRENCY (2), OUT (a directory to keep the token logs in),
+#   TRACE=1: record each run's scheduler events with ftrace (sched_switch, sched_wakeup(_new),
+#   sched_migrate_task; trace_clock mono, the token logs' clock) into OUT/trace_ROUND_I.txt.gz
+#   and the agent's thread ids into OUT/agenttids_ROUND_I (I: the condition's position), for
+#   bench/sched_slices.py: who held the CPU while a server thread waited. It costs every
+#   condition alike (~0.1 us an event). Do not run anything else meanwhile: it shows up.
 # Prints per condition: median tokens/s, the median of its ratios to the none run of the same
 # round, the same for the server's CPU per token, and the pooled gap quantiles
 # (bench/gap_tail.py).
@@ -32,6 +37,26 @@ idle=$!
 trap 'kill $server $idle 2>/dev/null || true' EXIT
 for _ in $(seq 100); do grep -q "listening on" "$work/server.out" && break; sleep 0.1; done
 port=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.out")
+
+T=/sys/kernel/tracing
+[ -d $T/events ] || T=/sys/kernel/debug/tracing
+trace_on() { [ -z "${TRACE:-}" ] || { echo >$T/trace; echo 1 >$T/tracing_on; }; }
+trace_off() { [ -z "${TRACE:-}" ] || { echo 0 >$T/tracing_on; gzip -1 -c $T/trace >"$1.gz" 2>/dev/null || true; }; }
+trace_restore() {  # the tracing settings as they were
+  [ -z "${TRACE:-}" ] || [ -z "${saved_kb:-}" ] || {
+    echo 0 >$T/tracing_on; echo 0 >$T/events/sched/enable; echo "$saved_clock" >$T/trace_clock
+    echo "$saved_kb" >$T/buffer_size_kb; echo 1 >$T/tracing_on; }
+}
+if [ -n "${TRACE:-}" ]; then
+  saved_kb=$(cat $T/buffer_size_kb)
+  saved_clock=$(sed 's/.*\[\(.*\)\].*/\1/' $T/trace_clock)
+  trap 'trace_restore; kill $server $idle 2>/dev/null || true' EXIT
+  echo 0 >$T/tracing_on
+  echo 65536 >$T/buffer_size_kb  # per CPU: a run's ~20k events with room to spare
+  echo mono >$T/trace_clock
+  echo >$T/set_event
+  for e in sched_switch sched_wakeup sched_wakeup_new sched_migrate_task; do echo 1 >$T/events/sched/$e/enable; done
+fi
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 load() {  # token log -> "tokens/s server_cpu_ms_per_token"
@@ -60,10 +85,13 @@ run_condition() {  # cond round index
     for _ in $(seq 400); do grep -q "attached to pid" "$work/agent.err" && break; sleep 0.05; done
     grep -q "attached to pid" "$work/agent.err" || { cat "$work/agent.err" >&2; exit 2; }
     sleep 1  # the steady state, as in bench/run.sh
+    [ -z "${TRACE:-}" ] || ls "/proc/$ap/task" >"$work/agenttids_$2_$3"
     [ -n "$stop" ] && kill -STOP "$ap"
   fi
   local log="$work/tok_$2_$3.jsonl"
+  trace_on
   echo "$2 $1 $(load "$log") $log" >>"$work/results"
+  trace_off "$work/trace_$2_$3.txt"
   if [ -n "$ap" ]; then kill -CONT "$ap"; kill -INT "$ap"; wait "$ap" || true; fi
 }
 
@@ -76,3 +104,4 @@ for r in $(seq "$rounds"); do
   done
 done
 python3 bench/gap_tail.py "$work/results"
+[ -z "${TRACE:-}" ] || { trace_restore; python3 bench/sched_slices.py "$work"; }

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Who delayed the server's tokens, from the scheduler traces of `TRACE=1 bench/compare.sh`.
+
+For each condition of the run (OUT/results), over its runs' traces (OUT/trace_R_I.txt.gz):
+- the agent's on-CPU stretches (its threads: OUT/agenttids_R_I), by length, and how many
+  began while a server thread was runnable on that CPU: such a stretch delays that thread's
+  token by its length, and on the (a) load a token delayed by more than ~0.15 ms lands
+  past the TPOT p99;
+- the server threads' preemptions (switched out runnable, until back on a CPU), by length,
+  with what ran on that CPU meanwhile (by comm; the bench client and the agent are both
+  "latency-doctor").
+
+Usage: sched_slices.py OUT
+"""
+import collections
+import gzip
+import os
+import re
+import sys
+
+LINE = re.compile(r'\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): sched_switch: (.*)')
+SWITCH = re.compile(r'prev_comm=(.*) prev_pid=(\d+) prev_prio=\d+ prev_state=(\S+) ==> '
+                    r'next_comm=(.*) next_pid=(\d+)')
+CLASSES_US = [0, 20, 50, 100, 200, 500, 1000, 10**9]
+SERVER_COMM = 'ld-sample-serv'  # ld-sample-server, cut to 15 characters by the kernel
+
+
+def switches(path):
+    """(cpu, ts_ns, prev_comm, prev_pid, prev_state, next_comm, next_pid) per sched_switch."""
+    with gzip.open(path, 'rt', errors='replace') as f:
+        for line in f:
+            m = LINE.match(line)
+            if not m:
+                continue
+            s = SWITCH.match(m.group(5))
+            if s:
+                yield (int(m.group(3)), int(round(float(m.group(4)) * 1e9)), s.group(1),
+                       int(s.group(2)), s.group(3), s.group(4), int(s.group(5)))
+
+
+def length_class(ns):
+    us = ns / 1000
+    return max(i for i, c in enumerate(CLASSES_US) if us >= c)
+
+
+def label(k):
+    hi = CLASSES_US[k + 1]
+    return f"{CLASSES_US[k]}-{hi} us" if hi < 10**9 else f">= {CLASSES_US[k]} us"
+
+
+def analyse(trace, agent_tids):
+    agent = collections.Counter()      # class -> stretches
+    agent_delaying = collections.Counter()
+    agent_ns = 0
+    preempt = collections.Counter()    # class -> count
+    preempt_ns = collections.Counter()
+    by_comm = collections.Counter()    # (class, comm) -> ns
+    waiting = {}      # server pid -> (since_ns, cpu)
+    stolen = {}       # server pid -> Counter(comm -> ns)
+    on_cpu = {}       # cpu -> (since_ns, comm, pid)
+    agent_since = {}  # cpu -> (since_ns, a server thread waited)
+    for cpu, ts, pcomm, ppid, pstate, ncomm, npid in switches(trace):
+        if cpu in on_cpu:
+            since, comm, _ = on_cpu[cpu]
+            for pid, (t0, wcpu) in waiting.items():
+                if wcpu == cpu:
+                    stolen[pid][comm] += ts - max(since, t0)
+        on_cpu[cpu] = (ts, ncomm, npid)
+        if ppid in agent_tids and cpu in agent_since:
+            t0, delaying = agent_since.pop(cpu)
+            k = length_class(ts - t0)
+            agent[k] += 1
+            agent_delaying[k] += delaying
+            agent_ns += ts - t0
+        if pcomm.startswith(SERVER_COMM) and pstate.startswith('R'):
+            waiting[ppid] = (ts, cpu)
+            stolen[ppid] = collections.Counter()
+        if npid in waiting:
+            t0, _ = waiting.pop(npid)
+            k = length_class(ts - t0)
+            preempt[k] += 1
+            preempt_ns[k] += ts - t0
+            for comm, ns in stolen.pop(npid).items():
+                by_comm[(k, comm)] += ns
+        if npid in agent_tids:
+            agent_since[cpu] = (ts, any(w == cpu for (_, w) in waiting.values()))
+    return agent, agent_delaying, agent_ns, preempt, preempt_ns, by_comm
+
+
+def main():
+    out = sys.argv[1]
+    conds = collections.OrderedDict()  # name -> [(round, index)]
+    for line in open(os.path.join(out, 'results')):
+        r, cond, _, _, log = line.split()
+        index = os.path.basename(log)[len('tok_'):-len('.jsonl')].split('_')[1]
+        conds.setdefault(cond, []).append((r, index))
+    for cond, runs in conds.items():
+        totals = [collections.Counter() for _ in range(6)]
+        agent_ns = 0
+        n = 0
+        for r, i in runs:
+            trace = os.path.join(out, f'trace_{r}_{i}.txt.gz')
+            if not os.path.exists(trace):
+                continue
+            tids_file = os.path.join(out, f'agenttids_{r}_{i}')
+            tids = {int(t) for t in open(tids_file).read().split()} if os.path.exists(tids_file) else set()
+            a, ad, ans, p, pns, bc = analyse(trace, tids)
+            for acc, c in zip(totals, (a, ad, p, pns, bc)):
+                acc.update(c)
+            agent_ns += ans
+            n += 1
+        if not n:
+            continue
+        a, ad, p, pns, bc = totals[:5]
+        print(f"{cond}: {n} traced runs")
+        if a:
+            print(f"  agent on CPU {agent_ns / n / 1e6:.2f} ms per run, stretches by length "
+                  "(per run; of them begun while a server thread waited on that CPU):")
+            for k in sorted(a):
+                print(f"    {label(k):>12s}: {a[k] / n:6.1f} ({ad[k] / n:.1f})")
+        print("  server threads preempted, by length (per run, ms per run; top CPU takers meanwhile):")
+        for k in sorted(p):
+            who = sorted(((ns, comm) for (kk, comm), ns in bc.items() if kk == k), reverse=True)[:4]
+            print(f"    {label(k):>12s}: {p[k] / n:7.1f} {pns[k] / n / 1e6:6.2f} ms; "
+                  + ", ".join(f"{comm} {ns / n / 1e6:.2f}" for ns, comm in who))
+
+
+if __name__ == '__main__':
+    main()
