@@ -159,7 +159,10 @@ inline std::vector<KernelTextRange> find_kernel_text(std::istream& in, std::init
     if (addr == 0) continue;  // hidden (kptr_restrict) or not hex
     // A symbol ends where the next one at a higher address starts (aliases share an address).
     for (KernelTextRange& r : found)
-      if (r.start && !r.end && addr > r.start) r.end = addr, open_ends--;
+      if (r.start && !r.end && addr > r.start) {
+        r.end = addr;
+        open_ends--;
+      }
     const std::string_view name(line.c_str() + sp2 + 1);
     if (name == "_etext") break;
     const char type = line[sp1 + 1];
