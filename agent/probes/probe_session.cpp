@@ -56,13 +56,6 @@ Fd create_map(bpf_map_type type, const char* name, uint32_t key, uint32_t value,
 // (Probe::next_tick_ns).
 constexpr uint64_t kTickNs = 1'000'000'000;
 constexpr uint64_t kMinTickNs = 10'000'000;  // a probe's deadline in the past: not a busy loop
-// The ring is drained in pieces of this many records (~25 us of dispatch and analysis each on
-// the reference VM) with a sched_yield() between them: a second's ~1,200 records of the
-// bench load were one 60-235 us stretch on a CPU a server thread waited for.
-constexpr uint32_t kRecordsPerPiece = 512;
-// What the record callback returns to libbpf to end a piece: libbpf stops at a callback's
-// negative return, with that record consumed, and passes the value up.
-constexpr int kPieceDone = -EAGAIN;
 
 struct RunningProbe {
   const ProbeInfo* info;
@@ -96,29 +89,16 @@ struct ProbeSession::Impl {
   uint64_t malformed_records = 0;
   uint64_t next_tick = 0;
   bool delivering = true;
-  uint32_t piece_left = kRecordsPerPiece;  // records until the current piece ends
 
   static int handle(void* ctx, void* data, size_t size) {
     auto* self = static_cast<Impl*>(ctx);
     auto* hdr = static_cast<const ld_hdr*>(data);
     if (size < sizeof(ld_hdr) || hdr->size > size || hdr->size < sizeof(ld_hdr)) {
       self->malformed_records++;
-    } else if (self->delivering) {
-      self->on_record(*hdr, hdr->size);
+      return 0;
     }
-    return --self->piece_left == 0 ? kPieceDone : 0;
-  }
-
-  // Takes what the ring holds, in pieces; returns the records taken or a libbpf error.
-  int drain() {
-    int taken = 0;
-    while (true) {
-      piece_left = kRecordsPerPiece;
-      int n = ring_buffer__consume(ring.get());
-      if (n != kPieceDone) return n < 0 ? n : taken + n;
-      taken += int(kRecordsPerPiece);
-      sched_yield();  // see kRecordsPerPiece
-    }
+    if (self->delivering) self->on_record(*hdr, hdr->size);
+    return 0;
   }
 
   EmitFn emitter() {
@@ -300,12 +280,10 @@ int ProbeSession::poll(int timeout_ms) {
     if (timeout_ms < 0 || until_tick_ms < static_cast<uint64_t>(timeout_ms))
       timeout_ms = static_cast<int>(until_tick_ms);
   }
-  impl_->piece_left = kRecordsPerPiece;
   int n = ring_buffer__poll(impl_->ring.get(), timeout_ms);
-  if (n == kPieceDone) n = int(kRecordsPerPiece);  // the first piece; drain() takes the rest
-  else if (n < 0 && n != -EINTR) return n;
+  if (n < 0 && n != -EINTR) return n;
   // The kernel side wakes us only at marks of unread data; take what is there regardless.
-  int more = impl_->drain();
+  int more = ring_buffer__consume(impl_->ring.get());
   now = host::monotonic_now_ns();
   if (now >= impl_->next_tick) {
     auto emit = impl_->emitter();
