@@ -95,7 +95,7 @@ def main():
         index = os.path.basename(log)[len('tok_'):-len('.jsonl')].split('_')[1]
         conds.setdefault(cond, []).append((r, index))
     for cond, runs in conds.items():
-        totals = [collections.Counter() for _ in range(6)]
+        totals = [collections.Counter() for _ in range(5)]
         agent_ns = 0
         n = 0
         for r, i in runs:
@@ -111,7 +111,7 @@ def main():
             n += 1
         if not n:
             continue
-        a, ad, p, pns, bc = totals[:5]
+        a, ad, p, pns, bc = totals
         print(f"{cond}: {n} traced runs")
         if a:
             print(f"  agent on CPU {agent_ns / n / 1e6:.2f} ms per run, stretches by length "
