@@ -30,13 +30,11 @@ ld=./build/latency-doctor
 work=${OUT:-$(mktemp -d)}
 mkdir -p "$work"
 : >"$work/results"
-./build/ld-sample-server --port 0 --token-ms 2 --tokens 100 --prefill-base-ms 5 >"$work/server.out" 2>/dev/null &
-server=$!
+. bench/lib.sh  # start_server, load
+start_server
 sleep 1000000 &
 idle=$!
-trap 'kill $server $idle 2>/dev/null || true' EXIT
-for _ in $(seq 100); do grep -q "listening on" "$work/server.out" && break; sleep 0.1; done
-port=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.out")
+trap 'kill $server_pid $idle 2>/dev/null || true' EXIT
 
 T=/sys/kernel/tracing
 [ -d $T/events ] || T=/sys/kernel/debug/tracing
@@ -50,7 +48,7 @@ trace_restore() {  # the tracing settings as they were
 if [ -n "${TRACE:-}" ]; then
   saved_kb=$(cat $T/buffer_size_kb)
   saved_clock=$(sed 's/.*\[\(.*\)\].*/\1/' $T/trace_clock)
-  trap 'trace_restore; kill $server $idle 2>/dev/null || true' EXIT
+  trap 'trace_restore; kill $server_pid $idle 2>/dev/null || true' EXIT
   echo 0 >$T/tracing_on
   echo 65536 >$T/buffer_size_kb  # per CPU: a run's ~20k events with room to spare
   echo mono >$T/trace_clock
@@ -58,20 +56,8 @@ if [ -n "${TRACE:-}" ]; then
   for e in sched_switch sched_wakeup sched_wakeup_new sched_migrate_task; do echo 1 >$T/events/sched/$e/enable; done
 fi
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-load() {  # token log -> "tokens/s server_cpu_ms_per_token"
-  local before after
-  before=$(cpu_ticks "$server")
-  "$ld" bench --url "http://127.0.0.1:$port/v1/completions" --requests "${REQUESTS:-60}" \
-    --concurrency "${CONCURRENCY:-2}" --max-tokens 100 --quiet --tokens-out "$1" >"$work/bench.txt"
-  after=$(cpu_ticks "$server")
-  awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" \
-    '/^tokens\/s/ {t=$2} /^tokens / {n=$2} END {printf "%s %.4f\n", t, (n > 0 ? ticks * 1000 / hz / n : 0)}' \
-    "$work/bench.txt"
-}
-
 run_condition() {  # cond round index
-  local cond=$1 agent=$ld pid=$server stop="" probes extra="" ap=""
+  local cond=$1 agent=$ld pid=$server_pid stop="" probes extra="" ap=""
   if [ "$cond" != none ]; then
     if [[ "$cond" == *:* ]]; then agent=${cond%%:*}; cond=${cond#*:}; fi
     if [[ "$cond" == *+stop ]]; then stop=1; cond=${cond%+stop}; fi
@@ -90,7 +76,9 @@ run_condition() {  # cond round index
   fi
   local log="$work/tok_$2_$3.jsonl"
   trace_on
-  echo "$2 $1 $(load "$log") $log" >>"$work/results"
+  local tput p99 cpu
+  read -r tput p99 cpu < <(load "$log" "${REQUESTS:-60}" "${CONCURRENCY:-2}")
+  echo "$2 $1 $tput $cpu $log" >>"$work/results"
   trace_off "$work/trace_$2_$3.txt"
   if [ -n "$ap" ]; then kill -CONT "$ap"; kill -INT "$ap"; wait "$ap" || true; fi
 }

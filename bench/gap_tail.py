@@ -9,16 +9,11 @@ Usage: gap_tail.py RESULTS   (lines "round cond tokens_per_s cpu_ms_per_token to
 import statistics
 import sys
 
-from tpot_pool import gaps_ms  # the bench's TPOT definition, one copy
+from tpot_pool import gaps_ms, percentile  # the bench's TPOT and percentile definitions, one copy
 
 
-def quantile(sorted_values, p):
-    if not sorted_values:
-        return float("nan")
-    k = (len(sorted_values) - 1) * p
-    lo = int(k)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
+def quantile(values, p):
+    return percentile(values, p * 100)
 
 
 def main():

@@ -29,30 +29,7 @@ server_pid=""
 cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 
-start_server() {
-  ./build/ld-sample-server --port 0 --token-ms 2 --tokens 100 --prefill-base-ms 5 \
-    >"$work/server.out" 2>/dev/null &
-  server_pid=$!
-  for _ in $(seq 100); do grep -q "listening on" "$work/server.out" && break; sleep 0.1; done
-  port=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.out")
-}
-
-# One bench run (60 requests x 100 tokens, ~6 s) with its token log written to $1; prints
-# "tokens_per_s tpot_p99_ms server_cpu_ms_per_token". The server's CPU per token is the steadier
-# measure on a shared VM:
-# its token work is fixed, so what the probes add in its context (tracepoints, sampling
-# interrupts) shows there, while tokens/s also moves with the host's noise.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-load() {
-  local before after
-  before=$(cpu_ticks "$server_pid")
-  "$ld" bench --url "http://127.0.0.1:$port/v1/completions" --requests 60 --concurrency 2 \
-    --max-tokens 100 --quiet --tokens-out "$1" >"$work/bench.txt"
-  after=$(cpu_ticks "$server_pid")
-  awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" \
-    '/^tokens\/s/ {t=$2} /^TPOT P99/ {p=$4} /^tokens / {n=$2}
-     END {printf "%s %s %.4f\n", t, p, (n > 0 ? ticks * 1000 / hz / n : 0)}' "$work/bench.txt"
-}
+. bench/lib.sh  # start_server, load
 
 # Starts the agent with default probes; waits until attached.
 start_agent() {

@@ -199,9 +199,9 @@ class CgroupProbe : public Probe {
   }
 
   void sample(Watched& w, uint64_t now, bool force) {
-    auto cpu = host::read_cgroup_cpu(w.dirs.cpu, w.dirs.cpu_v2, files_.reader(/*yielding=*/true));
+    auto cpu = host::read_cgroup_cpu(w.dirs.cpu, w.dirs.cpu_v2, files_.reader());
     if (force || w.memory_read_ns == 0 || now - w.memory_read_ns >= kMemoryEveryNs) {
-      w.memory = host::read_cgroup_memory(w.dirs.memory, w.dirs.memory_v2, files_.reader(/*yielding=*/true));
+      w.memory = host::read_cgroup_memory(w.dirs.memory, w.dirs.memory_v2, files_.reader());
       w.memory_read_ns = now;
     }
     const host::CgroupMemory& mem = w.memory;

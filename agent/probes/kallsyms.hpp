@@ -147,11 +147,10 @@ std::vector<KernelTextRange> find_kernel_text(std::initializer_list<std::string_
 inline std::vector<KernelTextRange> find_kernel_text(std::istream& in, std::initializer_list<std::string_view> names) {
   std::string line;
   std::vector<KernelTextRange> found(names.size());
-  size_t open_ends = 0;  // found, end not yet seen
-  size_t unseen = names.size();
+  auto complete = [&] { return std::all_of(found.begin(), found.end(), [](const KernelTextRange& r) { return r.end; }); };
   // "ffffffff814352e0 t tick_nohz_handler", in address order. The core kernel's text comes
   // first and ends at _etext: no need to read the rest (modules, data; ~120k lines, ~40 ms).
-  while ((unseen || open_ends) && std::getline(in, line)) {
+  while (!complete() && std::getline(in, line)) {
     const size_t sp1 = line.find(' ');
     const size_t sp2 = sp1 == std::string::npos ? sp1 : line.find(' ', sp1 + 1);
     if (sp2 == std::string::npos || sp2 != sp1 + 2) continue;
@@ -159,19 +158,13 @@ inline std::vector<KernelTextRange> find_kernel_text(std::istream& in, std::init
     if (addr == 0) continue;  // hidden (kptr_restrict) or not hex
     // A symbol ends where the next one at a higher address starts (aliases share an address).
     for (KernelTextRange& r : found)
-      if (r.start && !r.end && addr > r.start) {
-        r.end = addr;
-        open_ends--;
-      }
+      if (r.start && !r.end && addr > r.start) r.end = addr;
     const std::string_view name(line.c_str() + sp2 + 1);
     if (name == "_etext") break;
     const char type = line[sp1 + 1];
     if (type != 't' && type != 'T') continue;
     const auto it = std::find(names.begin(), names.end(), name);
-    if (it == names.end() || found[size_t(it - names.begin())].start) continue;
-    found[size_t(it - names.begin())].start = addr;
-    unseen--;
-    open_ends++;
+    if (it != names.end() && !found[size_t(it - names.begin())].start) found[size_t(it - names.begin())].start = addr;
   }
   for (KernelTextRange& r : found)
     if (!r.end) r = {};  // no end seen: not a usable range

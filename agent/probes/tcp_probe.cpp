@@ -122,7 +122,7 @@ class TcpProbe : public Probe {
       }
       netns_[tgid] = ns;
       if (!seen.insert(ns).second) continue;
-      auto c = host::read_net_counters("", from, net_files_.reader(/*yielding=*/true));
+      auto c = host::read_net_counters("", from, net_files_.reader());
       if (!c) continue;
       ld_net_sample rec{};
       rec.hdr.type = LD_EV_NET_SAMPLE;

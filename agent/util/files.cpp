@@ -47,8 +47,7 @@ void FileCache::close_all() {
   fds_.clear();
 }
 
-FileReader FileCache::reader(bool yielding) {
-  if (!yielding) return [this](const std::string& path) { return read(path); };
+FileReader FileCache::reader() {
   return [this](const std::string& path) {
     sched_yield();
     return read(path);

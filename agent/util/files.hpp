@@ -30,11 +30,11 @@ class FileCache {
 
   // The file's contents, or "" when it cannot be read.
   std::string read(const std::string& path);
-  // A reader for host functions; valid while this cache lives. `yielding`: each read first
-  // gives the CPU to whoever waits for it (sched_yield, at once when no one does), so that a
-  // busy thread of the target the agent took the CPU from waits out one file's read (10-100
-  // us), not a whole sample of several files.
-  FileReader reader(bool yielding = false);
+  // A reader for host functions; valid while this cache lives. Each read first gives the CPU
+  // to whoever waits for it (sched_yield, at once when no one does), so that a busy thread of
+  // the target the agent took the CPU from waits out one file's read (10-100 us), not a whole
+  // sample of several files.
+  FileReader reader();
   size_t open_files() const { return fds_.size(); }
 
  private:
