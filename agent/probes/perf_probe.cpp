@@ -9,6 +9,7 @@
 #include <bpf/libbpf.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -42,6 +43,7 @@ int open_cpu_clock(int cpu, uint32_t sample_hz) {
 // bpf/perf.bpf.c's struct ld_tick_cpu.
 struct TickCpu {
   uint64_t due_ns, first_ns, last_ns, ticks;
+  uint64_t calib_ticks, calib_agree, calib_user;
 };
 
 // FRED (x86 entry since 6.9, on CPUs that have it) delivers the timer interrupt through its own
@@ -107,8 +109,10 @@ class PerfProbe : public Probe {
   std::string detail() const override {
     if (tick_period_ns_)
       return fmt::format("scheduler tick (every {:.2f} ms) sampled at {} Hz per busy CPU, kernel stacks "
-                         "in kernel mode",
-                         double(tick_period_ns_) / 1e6, sample_hz_);
+                         "in kernel mode, the mode told {}",
+                         double(tick_period_ns_) / 1e6, sample_hz_,
+                         mode_by_regs_ ? "from the saved registers"
+                                       : fmt::format("by a stack walk ({})", not_by_regs_));
     return fmt::format("cpu-clock perf event at {} Hz on {} CPUs, kernel stacks in kernel mode (not the "
                        "scheduler tick: {})",
                        sample_hz_, links_.size(), not_tick_);
@@ -144,7 +148,7 @@ class PerfProbe : public Probe {
       return;
     }
     skel_->links.ld_perf_tick = link;  // destroyed with the skeleton
-    const uint64_t period = measure_tick_period();
+    const uint64_t period = calibrate();
     const uint64_t sample_period = 1'000'000'000ULL / sample_hz_;
     if (period && period <= sample_period + sample_period / 20) {
       tick_period_ns_ = period;
@@ -156,28 +160,51 @@ class PerfProbe : public Probe {
     skel_->links.ld_perf_tick = nullptr;
   }
 
-  // The shortest mean interval between ticks of a CPU that ticked at least three times, or 0.
-  uint64_t measure_tick_period() {
+  // Watches the tick program for up to kCalibrateNs on this (busy) thread. Returns the
+  // shortest mean interval between ticks of a CPU that ticked at least three times, or 0.
+  // Meanwhile every tick of a task tells user from kernel mode both ways (bpf/perf.bpf.c);
+  // the one-read registers check is kept only if it agreed with the stack walk on every
+  // tick, a few of them in user mode (this spin), else samples use the walk.
+  uint64_t calibrate() {
     constexpr uint64_t kCalibrateNs = 60'000'000;  // 3 ticks at HZ=100, with margin
+    constexpr uint64_t kUserTicks = 3;
     const int ncpu = libbpf_num_possible_cpus();
     if (ncpu <= 0) return 0;
     std::vector<TickCpu> cpus(static_cast<size_t>(ncpu));
     const int fd = bpf_map__fd(skel_->maps.ld_tick_state);
     const uint32_t zero = 0;
+    skel_->bss->ld_calibrating = 1;
     const uint64_t begin = host::monotonic_now_ns();
+    uint64_t period = 0;
+    TickCpu sum{};
     volatile uint64_t spin = 0;
     while (host::monotonic_now_ns() - begin < kCalibrateNs) {
       for (int i = 0; i < 100000; ++i) spin = spin + 1;  // stay on the CPU: it keeps ticking
-      if (bpf_map_lookup_elem(fd, &zero, cpus.data()) != 0) return 0;
-      uint64_t best = 0;
-      for (const TickCpu& c : cpus)
+      if (bpf_map_lookup_elem(fd, &zero, cpus.data()) != 0) break;
+      sum = TickCpu{};
+      for (const TickCpu& c : cpus) {
         if (c.ticks >= 3) {
           const uint64_t mean = (c.last_ns - c.first_ns) / (c.ticks - 1);
-          if (!best || mean < best) best = mean;
+          if (!period || mean < period) period = mean;
         }
-      if (best) return best;
+        sum.calib_ticks += c.calib_ticks;
+        sum.calib_agree += c.calib_agree;
+        sum.calib_user += c.calib_user;
+      }
+      if (period && sum.calib_user >= kUserTicks) break;
     }
-    return 0;
+    skel_->bss->ld_calibrating = 0;
+    mode_by_regs_ = sum.calib_user >= kUserTicks && sum.calib_agree == sum.calib_ticks;
+    if (!mode_by_regs_)
+      not_by_regs_ = fmt::format("the registers check agreed with the stack walk on {} of {} ticks, {} in user mode",
+                                 sum.calib_agree, sum.calib_ticks, sum.calib_user);
+    // LD_PERF_MODE_BY_WALK=1 takes the walk, the other kernels' path, here (its root test).
+    if (mode_by_regs_ && getenv("LD_PERF_MODE_BY_WALK")) {
+      mode_by_regs_ = false;
+      not_by_regs_ = "LD_PERF_MODE_BY_WALK is set";
+    }
+    if (!mode_by_regs_) skel_->data->ld_mode_by_regs = 0;
+    return period;
   }
 
   void attach_all_cpus() {
@@ -212,6 +239,8 @@ class PerfProbe : public Probe {
   std::pair<uint64_t, uint64_t> irq_entry_{0, 0};
   uint64_t tick_period_ns_ = 0;  // the tick source is in use
   std::string not_tick_;          // why not, otherwise
+  bool mode_by_regs_ = false;     // user/kernel mode from the registers check, not the walk
+  std::string not_by_regs_;       // why not
 };
 
 }  // namespace
