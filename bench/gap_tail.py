@@ -9,7 +9,7 @@ Usage: gap_tail.py RESULTS   (lines "round cond tokens_per_s cpu_ms_per_token to
 import statistics
 import sys
 
-from tpot_pool import gaps_ms, percentile  # the bench's TPOT and percentile definitions, one copy
+from tpot_pool import gaps_ms, p99_ratio_interval, percentile  # the bench's TPOT and percentile definitions, one copy
 
 
 def quantile(values, p):
@@ -44,6 +44,18 @@ def main():
               f"{(p99 / p99_base - 1) * 100:+10.1f}% "
               + " ".join(f"{sum(1 for x in g if x > t) / len(g) * 100:5.2f}%" for t in ths)
               + f"  {sum(1 for p in run_p99 if p > 2.5)}")
+    # The p99 against none over the rounds both ran: a paired bootstrap interval of the pooled
+    # p99, and the median of the rounds' own p99 ratios.
+    for c in order:
+        rounds = sorted(r for r in runs[c] if r in base) if c != "none" else []
+        if len(rounds) < 3:
+            continue
+        b = [gaps_ms(base[r][2]) for r in rounds]
+        o = [gaps_ms(runs[c][r][2]) for r in rounds]
+        lo, hi = p99_ratio_interval(b, o)
+        paired = statistics.median(percentile(y, 99) / percentile(x, 99) - 1 for x, y in zip(b, o)) * 100
+        print(f"{c}: p99 vs none over {len(rounds)} rounds: 90% interval {lo:+.2f}% to {hi:+.2f}%, "
+              f"median of the rounds' ratios {paired:+.2f}%")
 
 
 if __name__ == "__main__":

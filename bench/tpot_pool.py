@@ -54,19 +54,26 @@ def main():
     print("base_p99_ms %.4f" % p99_base)
     print("other_p99_ms %.4f" % p99_other)
     print("p99_ratio_pct %+.2f" % ((p99_other / p99_base - 1) * 100))
-    pairs = min(len(base), len(other))
-    if pairs >= 3:
-        rng = random.Random(1)  # a fixed seed: the same logs give the same interval
-        ratios = []
-        for _ in range(400):
-            idx = [rng.randrange(pairs) for _ in range(pairs)]
-            b = percentile([g for i in idx for g in base[i]], 99)
-            o = percentile([g for i in idx for g in other[i]], 99)
-            ratios.append((o / b - 1) * 100)
-        ratios.sort()
-        print("p99_ratio_90ci_pct %+.2f %+.2f" % (ratios[int(0.05 * len(ratios))],
-                                                 ratios[int(0.95 * len(ratios)) - 1]))
+    interval = p99_ratio_interval(base, other)
+    if interval:
+        print("p99_ratio_90ci_pct %+.2f %+.2f" % interval)
 
+
+def p99_ratio_interval(base, other, rounds=400):
+    """90% paired bootstrap interval of the pooled p99's change in % (other vs base), over
+    runs given as lists of gaps in pair order; None with fewer than 3 pairs."""
+    pairs = min(len(base), len(other))
+    if pairs < 3:
+        return None
+    rng = random.Random(1)  # a fixed seed: the same logs give the same interval
+    ratios = []
+    for _ in range(rounds):
+        idx = [rng.randrange(pairs) for _ in range(pairs)]
+        b = percentile([g for i in idx for g in base[i]], 99)
+        o = percentile([g for i in idx for g in other[i]], 99)
+        ratios.append((o / b - 1) * 100)
+    ratios.sort()
+    return ratios[int(0.05 * len(ratios))], ratios[int(0.95 * len(ratios)) - 1]
 
 if __name__ == "__main__":
     main()
