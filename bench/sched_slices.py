@@ -8,7 +8,10 @@ For each condition of the run (OUT/results), over its runs' traces (OUT/trace_R_
   past the TPOT p99;
 - the server threads' preemptions (switched out runnable, until back on a CPU), by length,
   with what ran on that CPU meanwhile (by comm; the bench client and the agent are both
-  "latency-doctor").
+  "latency-doctor");
+- the bench client's waits for a CPU (woken or preempted, until on a CPU), by length, with
+  what ran on that CPU just before it: its token timestamps are taken when it runs, so a
+  late client makes a long gap as surely as a late server.
 
 Usage: sched_slices.py OUT
 """
@@ -23,6 +26,45 @@ SWITCH = re.compile(r'prev_comm=(.*) prev_pid=(\d+) prev_prio=\d+ prev_state=(\S
                     r'next_comm=(.*) next_pid=(\d+)')
 CLASSES_US = [0, 20, 50, 100, 200, 500, 1000, 10**9]
 SERVER_COMM = 'ld-sample-serv'  # ld-sample-server, cut to 15 characters by the kernel
+
+
+WAKEUP = re.compile(r'\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): sched_wakeup(?:_new)?: '
+                    r'comm=(.*) pid=(\d+) prio=\d+ target_cpu=(\d+)')
+CLIENT_COMM = 'latency-doctor'  # `latency-doctor bench`; the agent's threads are told apart by tid
+
+
+def client_waits(path, agent_tids):
+    """Counter(class -> waits), Counter(class -> ns), Counter((class, comm before) -> ns)."""
+    waits, waits_ns, before = collections.Counter(), collections.Counter(), collections.Counter()
+    since = {}      # client tid -> ts_ns it became runnable
+    running = set()  # client tids on a CPU (a wake-up of a running task is traced too)
+    with gzip.open(path, 'rt', errors='replace') as f:
+        for line in f:
+            w = WAKEUP.match(line)
+            if w:
+                tid = int(w.group(6))
+                if w.group(5).startswith(CLIENT_COMM) and tid not in agent_tids and tid not in running:
+                    since.setdefault(tid, int(round(float(w.group(4)) * 1e9)))
+                continue
+            m = LINE.match(line)
+            sw = SWITCH.match(m.group(5)) if m else None
+            if not sw:
+                continue
+            ts = int(round(float(m.group(4)) * 1e9))
+            pcomm, ppid, pstate, npid = sw.group(1), int(sw.group(2)), sw.group(3), int(sw.group(5))
+            running.discard(ppid)
+            since.pop(ppid, None)
+            if pcomm.startswith(CLIENT_COMM) and ppid not in agent_tids and pstate.startswith('R'):
+                since[ppid] = ts
+            if sw.group(4).startswith(CLIENT_COMM) and npid not in agent_tids:
+                running.add(npid)
+            if npid in since:
+                ns = ts - since.pop(npid)
+                k = length_class(ns)
+                waits[k] += 1
+                waits_ns[k] += ns
+                before[(k, 'agent' if ppid in agent_tids else pcomm)] += ns
+    return waits, waits_ns, before
 
 
 def switches(path):
@@ -95,7 +137,7 @@ def main():
         index = os.path.basename(log)[len('tok_'):-len('.jsonl')].split('_')[1]
         conds.setdefault(cond, []).append((r, index))
     for cond, runs in conds.items():
-        totals = [collections.Counter() for _ in range(5)]
+        totals = [collections.Counter() for _ in range(8)]
         agent_ns = 0
         n = 0
         for r, i in runs:
@@ -105,13 +147,13 @@ def main():
             tids_file = os.path.join(out, f'agenttids_{r}_{i}')
             tids = {int(t) for t in open(tids_file).read().split()} if os.path.exists(tids_file) else set()
             a, ad, ans, p, pns, bc = analyse(trace, tids)
-            for acc, c in zip(totals, (a, ad, p, pns, bc)):
+            for acc, c in zip(totals, (a, ad, p, pns, bc) + client_waits(trace, tids)):
                 acc.update(c)
             agent_ns += ans
             n += 1
         if not n:
             continue
-        a, ad, p, pns, bc = totals
+        a, ad, p, pns, bc, cw, cwns, cwb = totals
         print(f"{cond}: {n} traced runs")
         if a:
             print(f"  agent on CPU {agent_ns / n / 1e6:.2f} ms per run, stretches by length "
@@ -122,6 +164,11 @@ def main():
         for k in sorted(p):
             who = sorted(((ns, comm) for (kk, comm), ns in bc.items() if kk == k), reverse=True)[:4]
             print(f"    {label(k):>12s}: {p[k] / n:7.1f} {pns[k] / n / 1e6:6.2f} ms; "
+                  + ", ".join(f"{comm} {ns / n / 1e6:.2f}" for ns, comm in who))
+        print("  bench client's waits for a CPU, by length (per run, ms per run; what ran there before it):")
+        for k in sorted(cw):
+            who = sorted(((ns, comm) for (kk, comm), ns in cwb.items() if kk == k), reverse=True)[:4]
+            print(f"    {label(k):>12s}: {cw[k] / n:7.1f} {cwns[k] / n / 1e6:6.2f} ms; "
                   + ", ".join(f"{comm} {ns / n / 1e6:.2f}" for ns, comm in who))
 
 
