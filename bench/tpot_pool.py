@@ -75,5 +75,6 @@ def p99_ratio_interval(base, other, rounds=400):
     ratios.sort()
     return ratios[int(0.05 * len(ratios))], ratios[int(0.95 * len(ratios)) - 1]
 
+
 if __name__ == "__main__":
     main()

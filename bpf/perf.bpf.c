@@ -126,9 +126,10 @@ volatile __u32 ld_mode_by_regs = 1;
 /* Was the task in user mode when the tick hit?  The kernel stack from here
  * then ends at the interrupt entry: unwinding stops at the user-mode frame
  * it saved.  Interrupted in the kernel, the walk goes on into the code the
- * tick interrupted.  (The saved registers themselves are out of reach: the
- * per-CPU irq_regs pointer needs CONFIG_KALLSYMS_ALL, and orig_ax is -1 for
- * exceptions such as page faults as much as for user mode.) */
+ * tick interrupted.  (The interrupt's own saved registers are out of reach:
+ * the per-CPU irq_regs pointer needs CONFIG_KALLSYMS_ALL; and the task's user
+ * registers have orig_ax -1 for exceptions such as page faults as much as for
+ * user mode.)  The fallback of ld_tick_user_mode_by_regs below. */
 static __always_inline __u32 ld_tick_user_mode_by_walk(void *ctx)
 {
 	__u32 zero = 0;
