@@ -29,8 +29,7 @@ start_server
 "$ld" attach --pid "$server_pid" --probes "$probes" "$@" --duration 10m --format json \
   -o "$work/agent.json" 2>"$work/agent.err" &
 agent=$!
-for _ in $(seq 400); do grep -q "attached to pid" "$work/agent.err" && break; sleep 0.05; done
-grep -q "attached to pid" "$work/agent.err" || { cat "$work/agent.err" >&2; exit 2; }
+wait_attached "$work/agent.err" || exit 2
 sleep 1
 sysctl -qw kernel.bpf_stats_enabled=1
 bpftool prog show -j >"$work/before.json"

@@ -68,8 +68,7 @@ run_condition() {  # cond round index
     "$agent" attach --pid "$pid" --probes "$probes" ${extra//,/ } --duration 10m --format json \
       -o "$work/agent.json" 2>"$work/agent.err" &
     ap=$!
-    for _ in $(seq 400); do grep -q "attached to pid" "$work/agent.err" && break; sleep 0.05; done
-    grep -q "attached to pid" "$work/agent.err" || { cat "$work/agent.err" >&2; exit 2; }
+    wait_attached "$work/agent.err" || exit 2
     sleep 1  # the steady state, as in bench/run.sh
     [ -z "${TRACE:-}" ] || ls "/proc/$ap/task" >"$work/agenttids_$2_$3"
     [ -n "$stop" ] && kill -STOP "$ap"

@@ -23,9 +23,9 @@ def main():
         r, cond, tput, cpu, log = line.split()
         if cond not in runs:
             order.append(cond)
-        runs.setdefault(cond, {})[r] = (float(tput), float(cpu), log)
+        runs.setdefault(cond, {})[r] = (float(tput), float(cpu), sorted(gaps_ms(log)))  # each log read once
     base = runs.get("none", {})
-    pooled = {c: sorted(g for (_, _, log) in runs[c].values() for g in gaps_ms(log)) for c in order}
+    pooled = {c: sorted(g for (_, _, gaps) in runs[c].values() for g in gaps) for c in order}
     p99_base = quantile(pooled["none"], 0.99) if "none" in pooled else float("nan")
     ths = (2.3, 2.5, 3.0, 4.0)
     print(f"{'condition':34s} {'runs':>4s} {'tok/s':>7s} {'paired':>7s} {'cpu/tok':>8s} "
@@ -37,7 +37,7 @@ def main():
         cpu = [(d[r][1] / base[r][1] - 1) * 100 for r in d if r in base]
         g = pooled[c]
         p99 = quantile(g, 0.99)
-        run_p99 = [quantile(sorted(gaps_ms(log)), 0.99) for (_, _, log) in d.values()]
+        run_p99 = [quantile(gaps, 0.99) for (_, _, gaps) in d.values()]
         print(f"{c:34s} {len(d):4d} {statistics.median(x[0] for x in d.values()):7.1f} "
               f"{statistics.median(tput):+6.2f}% {statistics.median(cpu):+7.2f}% "
               f"{quantile(g, .5):6.3f} {quantile(g, .9):6.3f} {quantile(g, .98):6.3f} {p99:6.3f} "
@@ -50,10 +50,10 @@ def main():
         rounds = sorted(r for r in runs[c] if r in base) if c != "none" else []
         if len(rounds) < 3:
             continue
-        b = [gaps_ms(base[r][2]) for r in rounds]
-        o = [gaps_ms(runs[c][r][2]) for r in rounds]
+        b = [base[r][2] for r in rounds]
+        o = [runs[c][r][2] for r in rounds]
         lo, hi = p99_ratio_interval(b, o)
-        paired = statistics.median(percentile(y, 99) / percentile(x, 99) - 1 for x, y in zip(b, o)) * 100
+        paired = statistics.median(quantile(y, .99) / quantile(x, .99) - 1 for x, y in zip(b, o)) * 100
         print(f"{c}: p99 vs none over {len(rounds)} rounds: 90% interval {lo:+.2f}% to {hi:+.2f}%, "
               f"median of the rounds' ratios {paired:+.2f}%")
 

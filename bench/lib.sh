@@ -1,5 +1,6 @@
-# Shared by bench/run.sh and bench/compare.sh: the (a) load on the sample server. Sourced;
-# needs $ld (the agent binary) and $work (a scratch directory).
+# Shared by bench/run.sh, bench/compare.sh and bench/bpf_cost.sh: the (a) load on the sample
+# server, and waiting for an agent to attach. Sourced; needs $ld (the agent binary) and $work
+# (a scratch directory).
 
 # Starts ld-sample-server (per-token compute is fixed CPU work); sets server_pid and port.
 start_server() {
@@ -25,4 +26,12 @@ load() {
   awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" \
     '/^tokens\/s/ {t=$2} /^TPOT P99/ {p=$4} /^tokens / {n=$2}
      END {printf "%s %s %.4f\n", t, p, (n > 0 ? ticks * 1000 / hz / n : 0)}' "$work/bench.txt"
+}
+
+# Waits up to 20 s for the agent whose stderr is $1 to say it attached; 1 (with that stderr
+# shown) if it did not.
+wait_attached() {
+  for _ in $(seq 400); do grep -q "attached to pid" "$1" && return 0; sleep 0.05; done
+  cat "$1" >&2
+  return 1
 }

@@ -36,7 +36,7 @@ start_agent() {
   /usr/bin/time -f "%M" -o "$work/agent.rss" "$ld" attach --pid "$server_pid" --duration 10m \
     --format json -o "$work/agent.json" 2>"$work/agent.err" &
   agent_pid=$!
-  for _ in $(seq 400); do grep -q "attached to pid" "$work/agent.err" && break; sleep 0.05; done
+  wait_attached "$work/agent.err" 2>/dev/null || true  # (e) and the A/B runs report what it did
   sleep 1  # the steady state an agent left on runs in, not its start (attach is (e))
 }
 stop_agent() {
@@ -119,7 +119,7 @@ stress_once() {  # rate seconds -> "achieved lost trace_bytes", or "" when the r
   "$ld" record --pid "$wl" --probes sock --duration 10m -o "$work/stress.ldtrace" \
     2>"$work/stress.err" &
   local rec=$!
-  for _ in $(seq 400); do grep -q "attached to pid" "$work/stress.err" && break; sleep 0.05; done
+  wait_attached "$work/stress.err" 2>/dev/null || true  # the sweep reports what it achieved
   kill -USR1 "$wl"
   wait "$wl" || true
   wait "$rec" || true

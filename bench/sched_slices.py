@@ -33,50 +33,46 @@ WAKEUP = re.compile(r'\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): sched_wakeup(
 CLIENT_COMM = 'latency-doctor'  # `latency-doctor bench`; the agent's threads are told apart by tid
 
 
-def client_waits(path, agent_tids):
+def client_waits(events, agent_tids):
     """Counter(class -> waits), Counter(class -> ns), Counter((class, comm before) -> ns)."""
     waits, waits_ns, before = collections.Counter(), collections.Counter(), collections.Counter()
     since = {}      # client tid -> ts_ns it became runnable
     running = set()  # client tids on a CPU (a wake-up of a running task is traced too)
+    for e in events:
+        if e[0] == 'wakeup':
+            _, ts, comm, tid = e
+            if comm.startswith(CLIENT_COMM) and tid not in agent_tids and tid not in running:
+                since.setdefault(tid, ts)
+            continue
+        _, _, ts, pcomm, ppid, pstate, ncomm, npid = e
+        running.discard(ppid)
+        since.pop(ppid, None)
+        if pcomm.startswith(CLIENT_COMM) and ppid not in agent_tids and pstate.startswith('R'):
+            since[ppid] = ts
+        if ncomm.startswith(CLIENT_COMM) and npid not in agent_tids:
+            running.add(npid)
+        if npid in since:
+            ns = ts - since.pop(npid)
+            k = length_class(ns)
+            waits[k] += 1
+            waits_ns[k] += ns
+            before[(k, 'agent' if ppid in agent_tids else pcomm)] += ns
+    return waits, waits_ns, before
+
+
+def trace_events(path):
+    """In trace order: ('switch', cpu, ts_ns, prev_comm, prev_pid, prev_state, next_comm,
+    next_pid) per sched_switch and ('wakeup', ts_ns, comm, pid) per sched_wakeup(_new)."""
     with gzip.open(path, 'rt', errors='replace') as f:
         for line in f:
             w = WAKEUP.match(line)
             if w:
-                tid = int(w.group(6))
-                if w.group(5).startswith(CLIENT_COMM) and tid not in agent_tids and tid not in running:
-                    since.setdefault(tid, int(round(float(w.group(4)) * 1e9)))
+                yield ('wakeup', int(round(float(w.group(4)) * 1e9)), w.group(5), int(w.group(6)))
                 continue
             m = LINE.match(line)
-            sw = SWITCH.match(m.group(5)) if m else None
-            if not sw:
-                continue
-            ts = int(round(float(m.group(4)) * 1e9))
-            pcomm, ppid, pstate, npid = sw.group(1), int(sw.group(2)), sw.group(3), int(sw.group(5))
-            running.discard(ppid)
-            since.pop(ppid, None)
-            if pcomm.startswith(CLIENT_COMM) and ppid not in agent_tids and pstate.startswith('R'):
-                since[ppid] = ts
-            if sw.group(4).startswith(CLIENT_COMM) and npid not in agent_tids:
-                running.add(npid)
-            if npid in since:
-                ns = ts - since.pop(npid)
-                k = length_class(ns)
-                waits[k] += 1
-                waits_ns[k] += ns
-                before[(k, 'agent' if ppid in agent_tids else pcomm)] += ns
-    return waits, waits_ns, before
-
-
-def switches(path):
-    """(cpu, ts_ns, prev_comm, prev_pid, prev_state, next_comm, next_pid) per sched_switch."""
-    with gzip.open(path, 'rt', errors='replace') as f:
-        for line in f:
-            m = LINE.match(line)
-            if not m:
-                continue
-            s = SWITCH.match(m.group(5))
+            s = SWITCH.match(m.group(5)) if m else None
             if s:
-                yield (int(m.group(3)), int(round(float(m.group(4)) * 1e9)), s.group(1),
+                yield ('switch', int(m.group(3)), int(round(float(m.group(4)) * 1e9)), s.group(1),
                        int(s.group(2)), s.group(3), s.group(4), int(s.group(5)))
 
 
@@ -90,7 +86,7 @@ def label(k):
     return f"{CLASSES_US[k]}-{hi} us" if hi < 10**9 else f">= {CLASSES_US[k]} us"
 
 
-def analyse(trace, agent_tids):
+def analyse(events, agent_tids):
     agent = collections.Counter()      # class -> stretches
     agent_delaying = collections.Counter()
     agent_ns = 0
@@ -101,7 +97,7 @@ def analyse(trace, agent_tids):
     stolen = {}       # server pid -> Counter(comm -> ns)
     on_cpu = {}       # cpu -> (since_ns, comm, pid)
     agent_since = {}  # cpu -> (since_ns, a server thread waited)
-    for cpu, ts, pcomm, ppid, pstate, ncomm, npid in switches(trace):
+    for _, cpu, ts, pcomm, ppid, pstate, ncomm, npid in (e for e in events if e[0] == 'switch'):
         if cpu in on_cpu:
             since, comm, _ = on_cpu[cpu]
             for pid, (t0, wcpu) in waiting.items():
@@ -146,8 +142,9 @@ def main():
                 continue
             tids_file = os.path.join(out, f'agenttids_{r}_{i}')
             tids = {int(t) for t in open(tids_file).read().split()} if os.path.exists(tids_file) else set()
-            a, ad, ans, p, pns, bc = analyse(trace, tids)
-            for acc, c in zip(totals, (a, ad, p, pns, bc) + client_waits(trace, tids)):
+            events = list(trace_events(trace))  # each trace read once
+            a, ad, ans, p, pns, bc = analyse(events, tids)
+            for acc, c in zip(totals, (a, ad, p, pns, bc) + client_waits(events, tids)):
                 acc.update(c)
             agent_ns += ans
             n += 1
