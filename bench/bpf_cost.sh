@@ -6,6 +6,7 @@
 #
 # Usage: sudo bash bench/bpf_cost.sh [PROBES] [REQUESTS] [ATTACH_FLAGS...]
 #        (defaults all and 60: ~6 s of load); e.g. bench/bpf_cost.sh perf 30 --sample-hz 249
+# Environment: AGENT=PATH measures another agent binary (an older build, side by side)
 # Prints the total and, per program, runs, ms and ns per run over the load.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +14,7 @@ probes=${1:-all}
 requests=${2:-60}
 shift $(($# < 2 ? $# : 2))
 bash scripts/setup.sh >/dev/null
-ld=./build/latency-doctor
+ld=${AGENT:-./build/latency-doctor}  # AGENT: another build, to compare
 work=$(mktemp -d)
 . bench/lib.sh  # start_server, load
 stats_before=$(sysctl -n kernel.bpf_stats_enabled)

@@ -31,6 +31,13 @@ typedef __u64 ld_u64;
 typedef __s64 ld_s64;
 #endif
 
+/* The set of traced tgids (ld_targets, bpf/common.bpf.h) is a bitmap: word
+ * tgid / 64 of an array map, bit tgid % 64.  Sized for PID_MAX_LIMIT on 64-bit
+ * kernels (4M pids, 512 KiB), so every pid fits whatever kernel.pid_max is. */
+#define LD_TARGET_WORDS (4194304 / 64)
+#define LD_TARGET_WORD(tgid) ((tgid) >> 6)
+#define LD_TARGET_BIT(tgid) (1ULL << ((tgid) & 63))
+
 enum ld_event_type {
 	LD_EV_SOCK_IO = 1,   /* struct ld_sock_io: one send or receive on a socket */
 	LD_EV_SOCK_CLOSE = 2,/* struct ld_sock_close: close() of a socket fd */

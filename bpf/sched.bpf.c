@@ -8,9 +8,14 @@
  *                  ld_offcpu_min_ns, else summed into the thread's aggregate,
  *                  flushed as struct ld_sched_agg every ld_agg_period_ns.
  *
- * raw_tracepoints, not the tp/sched tracepoints: their arguments are the task_structs, so
- * tgid, state and pt_regs come without a pid lookup, and they cost less (no
- * trace-event record is formatted).  sched_waking rather than sched_wakeup:
+ * BTF-typed raw tracepoints (tp_btf) for sched_switch and sched_waking, the two
+ * that fire machine-wide: their task_struct arguments are read with plain
+ * loads, where a raw tracepoint's untyped ones take a bpf_probe_read_kernel()
+ * per field (~50-80 ns each on the reference VM).  Raw tracepoints for the
+ * rest, and for all of them where tp_btf does not load (user space falls back:
+ * the same code with `btf` false).  Either way not the tp/sched tracepoints:
+ * their arguments are the task_structs, so tgid, state and pt_regs come
+ * without a pid lookup, and no trace-event record is formatted.  sched_waking rather than sched_wakeup:
  * since the wake-up queue (TTWU_QUEUE) sched_wakeup may run on the wakee's
  * CPU from an IPI, where `current` is not the waker; sched_waking always runs
  * in try_to_wake_up()'s caller.
@@ -133,14 +138,20 @@ static __always_inline __u32 ld_current_syscall(void)
 
 	if (!regs)
 		return LD_NO_SYSCALL;
+	/* bpf_task_pt_regs() returns a BTF pointer: plain loads. */
 #if defined(__TARGET_ARCH_x86)
-	return (__u32)BPF_CORE_READ(regs, orig_ax);
+	return (__u32)regs->orig_ax;
 #elif defined(__TARGET_ARCH_arm64)
-	return (__u32)BPF_CORE_READ(regs, syscallno);
+	return (__u32)regs->syscallno;
 #else
 	return LD_NO_SYSCALL;
 #endif
 }
+
+/* A field of a task_struct argument: a plain load in tp_btf programs (`btf`, a
+ * constant after inlining, so the other branch is compiled out), a probe read
+ * in raw tracepoints. */
+#define LD_TASK_FIELD(btf, task, field) ((btf) ? (task)->field : BPF_CORE_READ(task, field))
 
 static __always_inline struct ld_sched_thread *ld_thread_state(__u32 tid, __u32 tgid, __u64 now)
 {
@@ -214,12 +225,13 @@ static __always_inline void ld_block_stack(void *ctx, struct ld_sched_thread *st
  * it has one, else re-read from prev. */
 #define LD_STATE_FROM_TASK 0xffffffffu
 
-/* holder: the task that held the CPU until on_ns (`current`, = prev, at a
- * switch-in), or NULL when the switch-in was not seen. */
-static __always_inline void ld_emit_offcpu(struct ld_sched_thread *st, struct task_struct *holder,
-					   __u32 tid, __u32 tgid, __u64 on_ns)
+/* holder: whether the task that held the CPU until on_ns is `current` (= prev,
+ * at a switch-in); false when the switch-in was not seen. */
+static __always_inline void ld_emit_offcpu(struct ld_sched_thread *st, bool holder, __u32 tid,
+					   __u32 tgid, __u64 on_ns)
 {
 	struct ld_offcpu *e = ld_reserve(LD_PROBE_SCHED, LD_EV_OFFCPU, sizeof(*e));
+	__u64 holder_id;
 
 	if (!e)
 		return;
@@ -239,8 +251,9 @@ static __always_inline void ld_emit_offcpu(struct ld_sched_thread *st, struct ta
 	e->flags = st->flags;
 	__builtin_memcpy(e->waker_comm, st->waker_comm, LD_COMM_LEN);
 	if (holder) {
-		e->holder_tid = BPF_CORE_READ(holder, pid);
-		e->holder_tgid = BPF_CORE_READ(holder, tgid);
+		holder_id = bpf_get_current_pid_tgid();
+		e->holder_tid = (__u32)holder_id;
+		e->holder_tgid = holder_id >> 32;
 		bpf_get_current_comm(e->holder_comm, sizeof(e->holder_comm));
 	} else {
 		e->flags |= LD_OFFCPU_ON_UNSEEN;
@@ -253,8 +266,8 @@ static __always_inline void ld_emit_offcpu(struct ld_sched_thread *st, struct ta
 
 /* Ends the thread's off-CPU interval at on_ns: one record when it lasted at
  * least ld_offcpu_min_ns, else summed into the thread's aggregate. */
-static __always_inline void ld_close_interval(struct ld_sched_thread *st, struct task_struct *holder,
-					      __u32 tid, __u32 tgid, __u64 on_ns)
+static __always_inline void ld_close_interval(struct ld_sched_thread *st, bool holder, __u32 tid,
+					      __u32 tgid, __u64 on_ns)
 {
 	__u64 ready;
 
@@ -296,18 +309,18 @@ static __always_inline void ld_close_unseen(struct ld_sched_thread *st, __u32 ti
 
 	if (!st->off_ns)
 		return;
-	ld_close_interval(st, NULL, tid, tgid, on < now ? on : now);
+	ld_close_interval(st, false, tid, tgid, on < now ? on : now);
 }
 
 static __always_inline void ld_switch_out(void *ctx, bool preempt, struct task_struct *prev,
 					  struct task_struct *next, __u32 tid, __u32 tgid, __u64 now,
-					  __u32 state)
+					  __u32 state, const bool btf)
 {
 	struct ld_sched_thread *st;
 
 	/* The last switch of a dying thread: its entry is gone (ld_sched_exit),
 	 * do not make a new one that nobody would delete. */
-	if (BPF_CORE_READ(prev, flags) & LD_PF_EXITING)
+	if (LD_TASK_FIELD(btf, prev, flags) & LD_PF_EXITING)
 		return;
 	st = ld_thread_state(tid, tgid, now);
 	if (!st)
@@ -328,9 +341,12 @@ static __always_inline void ld_switch_out(void *ctx, bool preempt, struct task_s
 		/* The stack of a preemption is the interrupt return path: not
 		 * worth a stack walk on every preemption. */
 		st->kstack_id = -1;
-		st->waker_tid = BPF_CORE_READ(next, pid);
-		st->waker_tgid = BPF_CORE_READ(next, tgid);
-		BPF_CORE_READ_STR_INTO(&st->waker_comm, next, comm);
+		st->waker_tid = LD_TASK_FIELD(btf, next, pid);
+		st->waker_tgid = LD_TASK_FIELD(btf, next, tgid);
+		if (btf)
+			__builtin_memcpy(st->waker_comm, next->comm, LD_COMM_LEN);
+		else
+			BPF_CORE_READ_STR_INTO(&st->waker_comm, next, comm);
 	} else {
 		st->kind = LD_OFF_BLOCKED;
 		ld_block_stack(ctx, st, now);
@@ -340,23 +356,21 @@ static __always_inline void ld_switch_out(void *ctx, bool preempt, struct task_s
 	}
 }
 
-static __always_inline void ld_switch_in(struct task_struct *prev, __u32 tid, __u32 tgid,
-					 __u64 now)
+/* At the switch-in of `tid` the CPU's holder until now is prev, `current`. */
+static __always_inline void ld_switch_in(__u32 tid, __u32 tgid, __u64 now)
 {
 	struct ld_sched_thread *st = bpf_map_lookup_elem(&ld_sched_threads, &tid);
 
 	if (!st || !st->off_ns)
 		return;
-	ld_close_interval(st, prev, tid, tgid, now);
+	ld_close_interval(st, true, tid, tgid, now);
 }
 
-static __always_inline int ld_on_switch(struct bpf_raw_tracepoint_args *ctx, __u32 prev_state)
+static __always_inline int ld_on_switch(void *ctx, bool preempt, struct task_struct *prev,
+					struct task_struct *next, __u32 prev_state, const bool btf)
 {
-	bool preempt = (bool)ctx->args[0];
-	struct task_struct *prev = (struct task_struct *)ctx->args[1];
-	struct task_struct *next = (struct task_struct *)ctx->args[2];
 	__u64 id = bpf_get_current_pid_tgid(); /* = prev */
-	__u32 next_tgid = BPF_CORE_READ(next, tgid);
+	__u32 next_tgid = LD_TASK_FIELD(btf, next, tgid);
 	__u64 now = 0;
 
 	/* Separate branches: combining the two lookups ("a || b") lets clang
@@ -364,12 +378,12 @@ static __always_inline int ld_on_switch(struct bpf_raw_tracepoint_args *ctx, __u
 	 * idle task, one side of most switches on a quiet machine: no lookup. */
 	if ((__u32)id && ld_is_target(id >> 32)) {
 		now = bpf_ktime_get_ns();
-		ld_switch_out(ctx, preempt, prev, next, (__u32)id, id >> 32, now, prev_state);
+		ld_switch_out(ctx, preempt, prev, next, (__u32)id, id >> 32, now, prev_state, btf);
 	}
 	if (next_tgid && ld_is_target(next_tgid)) {
 		if (!now)
 			now = bpf_ktime_get_ns();
-		ld_switch_in(prev, BPF_CORE_READ(next, pid), next_tgid, now);
+		ld_switch_in(LD_TASK_FIELD(btf, next, pid), next_tgid, now);
 	}
 	return 0;
 }
@@ -385,28 +399,37 @@ static __always_inline int ld_on_switch(struct bpf_raw_tracepoint_args *ctx, __u
 SEC("raw_tracepoint/sched_switch")
 int ld_sched_switch(struct bpf_raw_tracepoint_args *ctx)
 {
-	return ld_on_switch(ctx, (__u32)ctx->args[3]);
+	return ld_on_switch(ctx, (bool)ctx->args[0], (struct task_struct *)ctx->args[1],
+			    (struct task_struct *)ctx->args[2], (__u32)ctx->args[3], false);
 }
 
 /* Before 5.18: the state re-read from prev (racy, as above). */
 SEC("raw_tracepoint/sched_switch")
 int ld_sched_switch_legacy(struct bpf_raw_tracepoint_args *ctx)
 {
-	return ld_on_switch(ctx, LD_STATE_FROM_TASK);
+	return ld_on_switch(ctx, (bool)ctx->args[0], (struct task_struct *)ctx->args[1],
+			    (struct task_struct *)ctx->args[2], LD_STATE_FROM_TASK, false);
+}
+
+/* The same with typed arguments (5.18+: the tp_btf program's four arguments
+ * must exist at load, so older kernels take the raw tracepoints above). */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(ld_sched_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	return ld_on_switch(ctx, preempt, prev, next, prev_state, true);
 }
 
 /* TP_PROTO(struct task_struct *p): in try_to_wake_up(), caller's context. */
-SEC("raw_tracepoint/sched_waking")
-int ld_sched_waking(struct bpf_raw_tracepoint_args *ctx)
+static __always_inline int ld_on_waking(struct task_struct *p, const bool btf)
 {
-	struct task_struct *p = (struct task_struct *)ctx->args[0];
 	struct ld_sched_thread *st;
 	__u64 id;
 	__u32 tid;
 
-	if (!ld_is_target(BPF_CORE_READ(p, tgid)))
+	if (!ld_is_target(LD_TASK_FIELD(btf, p, tgid)))
 		return 0;
-	tid = BPF_CORE_READ(p, pid);
+	tid = LD_TASK_FIELD(btf, p, pid);
 	st = bpf_map_lookup_elem(&ld_sched_threads, &tid);
 	/* Only a thread that blocked and was not woken yet: a wake-up can also
 	 * hit a thread that set its state but has not switched out (it then
@@ -419,6 +442,18 @@ int ld_sched_waking(struct bpf_raw_tracepoint_args *ctx)
 	st->waker_tgid = id >> 32;
 	bpf_get_current_comm(st->waker_comm, sizeof(st->waker_comm));
 	return 0;
+}
+
+SEC("raw_tracepoint/sched_waking")
+int ld_sched_waking(struct bpf_raw_tracepoint_args *ctx)
+{
+	return ld_on_waking((struct task_struct *)ctx->args[0], false);
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(ld_sched_waking_btf, struct task_struct *p)
+{
+	return ld_on_waking(p, true);
 }
 
 /* TP_PROTO(struct task_struct *p): a new thread is made runnable, in the

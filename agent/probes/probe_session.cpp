@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -52,6 +53,39 @@ Fd create_map(bpf_map_type type, const char* name, uint32_t key, uint32_t value,
   return Fd(fd);
 }
 
+// The traced tgids as the programs read them (ld_targets, bpf/common.bpf.h): one bit per tgid
+// in an mmapped array map. Bits are set with atomic ORs: the fork hook sets bits of the same
+// words from the kernel meanwhile.
+class TargetBitmap {
+ public:
+  static constexpr size_t kBytes = LD_TARGET_WORDS * sizeof(uint64_t);
+
+  TargetBitmap() {
+    LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_MMAPABLE);
+    int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "ld_targets", 4, sizeof(uint64_t), LD_TARGET_WORDS,
+                            &opts);
+    if (fd < 0) throw_libbpf_error("shared maps", "creating", fd);
+    fd_ = Fd(fd);
+    void* words = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (words == MAP_FAILED) throw_libbpf_error("shared maps", "mapping the target set", -errno);
+    words_ = static_cast<uint64_t*>(words);
+  }
+  ~TargetBitmap() { munmap(words_, kBytes); }
+  TargetBitmap(const TargetBitmap&) = delete;
+  TargetBitmap& operator=(const TargetBitmap&) = delete;
+
+  // Every pid fits: LD_TARGET_WORDS covers PID_MAX_LIMIT.
+  void add(uint32_t tgid) {
+    if (LD_TARGET_WORD(tgid) < LD_TARGET_WORDS)
+      __atomic_fetch_or(&words_[LD_TARGET_WORD(tgid)], LD_TARGET_BIT(tgid), __ATOMIC_RELAXED);
+  }
+  int fd() const { return fd_.get(); }
+
+ private:
+  Fd fd_;
+  uint64_t* words_ = nullptr;
+};
+
 // The tick for user-space sampling: once a second unless a probe asks sooner
 // (Probe::next_tick_ns).
 constexpr uint64_t kTickNs = 1'000'000'000;
@@ -83,7 +117,8 @@ void use_shared_maps(bpf_object* obj, const SharedMaps& shared) {
 struct ProbeSession::Impl {
   ProbeOptions options;
   RecordCallback on_record;
-  Fd targets, events, counters;
+  std::unique_ptr<TargetBitmap> targets;
+  Fd events, counters;
   std::vector<RunningProbe> probes;
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring;
   uint64_t malformed_records = 0;
@@ -113,14 +148,11 @@ struct ProbeSession::Impl {
   }
 
   void create_shared_maps() {
-    targets = create_map(BPF_MAP_TYPE_HASH, "ld_targets", 4, 1, 1024);
+    targets = std::make_unique<TargetBitmap>();
     events = create_map(BPF_MAP_TYPE_RINGBUF, "ld_events", 0, 0, options.ringbuf_bytes);
     counters = create_map(BPF_MAP_TYPE_PERCPU_ARRAY, "ld_counters", 4, sizeof(ld_probe_counters),
                           LD_PROBE_MAX);
-    uint8_t one = 1;
-    for (uint32_t tgid : options.tgids)
-      if (bpf_map_update_elem(targets.get(), &tgid, &one, BPF_ANY))
-        throw_libbpf_error("shared maps", "configuring", -errno);
+    for (uint32_t tgid : options.tgids) targets->add(tgid);
   }
 
   // Starts the requested probes on a few threads: loading is mostly the kernel's verifier and
@@ -198,7 +230,7 @@ struct ProbeSession::Impl {
                  const EmitFn& emit, std::exception_ptr& fatal, std::atomic<bool>& failed) {
     LIBBPF_OPTS(bpf_object_open_opts, open_opts,
                 .btf_custom_path = core.path_for(running.info->name));
-    ProbeContext ctx{options, {targets.get(), events.get(), counters.get()}, emit,
+    ProbeContext ctx{options, {targets->fd(), events.get(), counters.get()}, emit,
                      &open_opts};
     uint64_t begin = host::monotonic_now_ns();
     try {
@@ -314,8 +346,7 @@ void ProbeSession::finish() {
 void ProbeSession::stop_delivery() { impl_->delivering = false; }
 
 void ProbeSession::add_target(uint32_t tgid) {
-  uint8_t one = 1;
-  bpf_map_update_elem(impl_->targets.get(), &tgid, &one, BPF_ANY);
+  impl_->targets->add(tgid);
   for (auto& p : impl_->probes)
     if (p.probe) p.probe->add_target(tgid);
   impl_->next_tick = 0;  // a new process may give a probe a deadline (the GIL's uprobe)

@@ -3,6 +3,7 @@
 // (bpf/sched.bpf.c).
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -44,19 +45,21 @@ class SchedProbe : public Probe {
   const void* bpf_object_elf(size_t* size) const override { return sched_bpf__elf_bytes(size); }
 
   void start(ProbeContext& ctx) override {
-    skel_.reset(sched_bpf__open_opts(ctx.open_opts));
-    if (!skel_) throw_libbpf_error("sched", "opening", errno);
-    use_shared_maps(skel_->obj, ctx.shared);
-    skel_->rodata->ld_offcpu_min_ns = kOffcpuMinNs;
-    skel_->rodata->ld_agg_period_ns = kAggPeriodNs;
-    skel_->rodata->ld_kstack_gap_ns = kKstackGapNs;
-    skel_->rodata->ld_trace_migrations = true;
-    if (bpf_map__value_size(skel_->maps.ld_sched_threads) != sizeof(ThreadState))
-      throw ProbeUnavailable("sched: ld_sched_thread layout differs from the loader's copy");
-    // One of the two sched_switch programs is attached below, by what the kernel offers.
-    bpf_program__set_autoattach(skel_->progs.ld_sched_switch, false);
-    bpf_program__set_autoattach(skel_->progs.ld_sched_switch_legacy, false);
-    if (int err = sched_bpf__load(skel_.get())) throw_libbpf_error("sched", "loading", err);
+    // The typed programs where the kernel loads them (tp_btf, and sched_switch's prev_state
+    // argument: 5.18), else the raw tracepoints. LD_SCHED_RAW_TP=1 (and LD_SCHED_SWITCH_LEGACY,
+    // which needs them) takes the raw ones here: the root tests of those paths.
+    if (!getenv("LD_SCHED_RAW_TP") && !getenv("LD_SCHED_SWITCH_LEGACY")) {
+      int err = open_and_load(ctx, true);
+      if (!err) {
+        if ((err = sched_bpf__attach(skel_.get()))) throw_libbpf_error("sched", "attaching", err);
+        typed_ = true;
+        open_kernel_symbols();
+        return;
+      }
+      if (err == -EPERM || err == -EACCES) throw_libbpf_error("sched", "loading", err);
+      typed_error_ = err;
+    }
+    if (int err = open_and_load(ctx, false)) throw_libbpf_error("sched", "loading", err);
     if (int err = sched_bpf__attach(skel_.get())) throw_libbpf_error("sched", "attaching", err);
     attach_switch();
     // Now, while privileged: the recorder drops CAP_SYSLOG after attaching, and kallsyms
@@ -77,15 +80,49 @@ class SchedProbe : public Probe {
 
   std::string detail() const override {
     return fmt::format(
-        "raw tracepoints sched_switch/sched_waking/sched_wakeup_new/sched_migrate_task; "
+        "{}; "
         "off-CPU >= {} ms itemised with waker, holder, syscall and kernel stack, shorter "
         "ones summed per thread per {} ms{}",
+        typed_ ? "typed tracepoints (tp_btf) sched_switch/sched_waking, raw tracepoints "
+                 "sched_wakeup_new/sched_migrate_task"
+               : typed_error_ ? fmt::format("raw tracepoints sched_switch/sched_waking/"
+                                            "sched_wakeup_new/sched_migrate_task (typed ones did "
+                                            "not load: {})",
+                                            std::strerror(-typed_error_))
+                              : std::string("raw tracepoints sched_switch/sched_waking/"
+                                            "sched_wakeup_new/sched_migrate_task"),
         kOffcpuMinNs / 1'000'000, kAggPeriodNs / 1'000'000,
         legacy_state_ ? "; kernel < 5.18: a block can read as a preemption when a wake-up races it"
                       : "");
   }
 
  private:
+  // Opens the object and loads either the typed sched_switch/sched_waking programs or the raw
+  // ones; a libbpf error code, 0 when loaded.
+  int open_and_load(ProbeContext& ctx, bool typed) {
+    skel_.reset(sched_bpf__open_opts(ctx.open_opts));
+    if (!skel_) throw_libbpf_error("sched", "opening", errno);
+    use_shared_maps(skel_->obj, ctx.shared);
+    skel_->rodata->ld_offcpu_min_ns = kOffcpuMinNs;
+    skel_->rodata->ld_agg_period_ns = kAggPeriodNs;
+    skel_->rodata->ld_kstack_gap_ns = kKstackGapNs;
+    skel_->rodata->ld_trace_migrations = true;
+    if (bpf_map__value_size(skel_->maps.ld_sched_threads) != sizeof(ThreadState))
+      throw ProbeUnavailable("sched: ld_sched_thread layout differs from the loader's copy");
+    bpf_program__set_autoload(skel_->progs.ld_sched_switch_btf, typed);
+    bpf_program__set_autoload(skel_->progs.ld_sched_waking_btf, typed);
+    bpf_program__set_autoload(skel_->progs.ld_sched_switch, !typed);
+    bpf_program__set_autoload(skel_->progs.ld_sched_switch_legacy, !typed);
+    bpf_program__set_autoload(skel_->progs.ld_sched_waking, !typed);
+    // Without the typed ones, one of the two raw sched_switch programs is attached by
+    // attach_switch(), by what the kernel offers.
+    bpf_program__set_autoattach(skel_->progs.ld_sched_switch, false);
+    bpf_program__set_autoattach(skel_->progs.ld_sched_switch_legacy, false);
+    int err = sched_bpf__load(skel_.get());
+    if (err) skel_.reset();
+    return err;
+  }
+
   // sched_switch has its prev_state argument since 5.18: the program that reads it fails to
   // attach (EINVAL: the raw tracepoint has fewer arguments) on older kernels.
   // LD_SCHED_SWITCH_LEGACY=1 takes the older kernels' program here (the root test of that path).
@@ -131,6 +168,8 @@ class SchedProbe : public Probe {
 
   SkelPtr<sched_bpf, sched_bpf__destroy> skel_;
   uint64_t user_records_ = 0;
+  bool typed_ = false;        // the tp_btf programs run
+  int typed_error_ = 0;       // why they did not load (a libbpf error code), if tried
   bool legacy_state_ = false;  // pre-5.18 kernel: the switched-out state re-read from the task
 };
 

@@ -206,9 +206,9 @@ Rate run_permanent_uprobe(const std::string& python) {
   gil_bpf* skel = gil_bpf__open_and_load();
   EXPECT_TRUE(skel);
   if (!skel) return {};
-  uint32_t pid = py->pid();
-  uint8_t one = 1;
-  bpf_map_update_elem(bpf_map__fd(skel->maps.ld_targets), &pid, &one, BPF_ANY);
+  uint32_t pid = py->pid(), word = LD_TARGET_WORD(pid);
+  uint64_t bits = LD_TARGET_BIT(pid);
+  bpf_map_update_elem(bpf_map__fd(skel->maps.ld_targets), &word, &bits, BPF_ANY);
   bpf_link* enter = bpf_program__attach_uprobe(skel->progs.ld_gil_enter, false, pid,
                                                rt->path.c_str(), rt->file_offset);
   bpf_link* leave = bpf_program__attach_uprobe(skel->progs.ld_gil_leave, true, pid,

@@ -1,5 +1,6 @@
 // Root tier: the sched probe against workloads whose off-CPU behaviour is known.
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -45,7 +46,20 @@ class SchedProbe : public ::testing::Test {
     }
     return rec;
   }
+
+  // Runs the FIFO hog workload and checks the worker's preemptions; keeps the probe's reason
+  // (which programs ran) in reason_.
+  void expect_preempted_by_fifo_hog();
+  std::string reason_;
 };
+
+// Is this kernel at least major.minor?
+bool kernel_at_least(int major, int minor) {
+  struct utsname u {};
+  int a = 0, b = 0;
+  if (uname(&u) != 0 || std::sscanf(u.release, "%d.%d", &a, &b) != 2) return false;
+  return a > major || (a == major && b >= minor);
+}
 
 // The program for kernels before 5.18 (sched_switch without its prev_state argument), forced
 // on this kernel: it loads, attaches and itemises the same blocks with their waker.
@@ -72,6 +86,11 @@ TEST_F(SchedProbe, LegacySwitchProgramRecordsBlocks) {
 TEST_F(SchedProbe, BlockedReaderWokenByWriter) {
   Child wl({workload_path("sched_wake")});
   Recorded rec = record(wl);
+  // The typed programs (tp_btf, with sched_switch's prev_state) wherever the kernel has them.
+  if (kernel_at_least(5, 18)) {
+    EXPECT_EQ(rec.probe("sched").value("reason", "").rfind("typed tracepoints (tp_btf)", 0), 0u)
+        << rec.probe("sched").dump();
+  }
   auto f = parse_fields(wl.out());
   ASSERT_TRUE(f.count("reader") && f.count("writer")) << wl.out();
   uint32_t reader = f["reader"], writer = f["writer"];
@@ -129,13 +148,28 @@ std::vector<std::pair<uint64_t, uint64_t>> parse_bursts(const std::string& out) 
 
 // A spinning worker pinned to CPU 0 and a SCHED_FIFO thread pinned there too that runs 10
 // bursts of 20 ms: the worker waits runnable for each burst, preempted by the hog.
-TEST_F(SchedProbe, PreemptedByFifoHog) {
+TEST_F(SchedProbe, PreemptedByFifoHog) { expect_preempted_by_fifo_hog(); }
+
+// The raw tracepoint programs (kernels without tp_btf or before 5.18), forced on this one:
+// the task fields they read by probe reads (waker pid, tgid and comm of a preemption, the
+// holder) come out as the typed programs' plain loads give them.
+TEST_F(SchedProbe, RawTracepointProgramsNameTheHog) {
+  setenv("LD_SCHED_RAW_TP", "1", 1);
+  expect_preempted_by_fifo_hog();
+  unsetenv("LD_SCHED_RAW_TP");
+  EXPECT_EQ(reason_.rfind("raw tracepoints sched_switch", 0), 0u) << reason_;
+}
+
+void SchedProbe::expect_preempted_by_fifo_hog() {
   Child wl({workload_path("sched_cpu_hog")});
   Recorded rec = record(wl);
+  reason_ = rec.probe("sched").value("reason", "");
   auto f = parse_fields(wl.out());
   auto bursts = parse_bursts(wl.out());
-  ASSERT_TRUE(f.count("worker") && f.count("hog") && f.count("burst_ns")) << wl.out();
-  ASSERT_EQ(bursts.size(), 10u) << wl.out();
+  if (!f.count("worker") || !f.count("hog") || !f.count("burst_ns") || bursts.size() != 10) {
+    ADD_FAILURE() << "workload output: " << wl.out();
+    return;
+  }
   if (!f["fifo"] || !f["worker_fifo"]) GTEST_SKIP() << "SCHED_FIFO is not allowed here";
   uint32_t worker = f["worker"];
 
