@@ -11,6 +11,9 @@
 #         ...+stop                   the agent SIGSTOPped once attached: its probes stay on in
 #                                    the kernel, its user space does nothing during the run
 #         dummy                      all probes, attached to an idle process, not the server
+#         burn@US                    no agent; bench/burn.py spins US us every 10 ms meanwhile
+#                                    (CPU taken with no probe: a control for the agent's CPU);
+#                                    its CPU share of one CPU is printed after the summary
 # Environment: REQUESTS (60), CONCURRENCY (2), OUT (a directory to keep the token logs in),
 #   TRACE=1: record each run's scheduler events with ftrace (sched_switch, sched_wakeup(_new),
 #   sched_migrate_task; trace_clock mono, the token logs' clock) into OUT/trace_ROUND_I.txt.gz
@@ -57,8 +60,12 @@ if [ -n "${TRACE:-}" ]; then
 fi
 
 run_condition() {  # cond round index
-  local cond=$1 agent=$ld pid=$server_pid stop="" probes extra="" ap=""
-  if [ "$cond" != none ]; then
+  local cond=$1 agent=$ld pid=$server_pid stop="" probes extra="" ap="" burner=""
+  if [[ "$cond" == burn@* ]]; then
+    python3 bench/burn.py "${cond#burn@}" >>"$work/burn_${cond#burn@}" &
+    burner=$!
+    sleep 1  # as the agent's settling
+  elif [ "$cond" != none ]; then
     if [[ "$cond" == *:* ]]; then agent=${cond%%:*}; cond=${cond#*:}; fi
     if [[ "$cond" == *+stop ]]; then stop=1; cond=${cond%+stop}; fi
     probes=${cond%%@*}
@@ -80,6 +87,7 @@ run_condition() {  # cond round index
   echo "$2 $1 $tput $cpu $log" >>"$work/results"
   trace_off "$work/trace_$2_$3.txt"
   if [ -n "$ap" ]; then kill -CONT "$ap"; kill -INT "$ap"; wait "$ap" || true; fi
+  if [ -n "$burner" ]; then kill -TERM "$burner"; wait "$burner" || true; fi
 }
 
 load "$work/warm.jsonl" >/dev/null
@@ -91,4 +99,7 @@ for r in $(seq "$rounds"); do
   done
 done
 python3 bench/gap_tail.py "$work/results"
+for f in "$work"/burn_*; do  # CPU seconds and wall seconds per run of each burner
+  if [ -e "$f" ]; then awk -v n="${f##*/}" '{c += $1; w += $2} END {printf "%s: %.2f%% of one CPU over %d runs\n", n, 100 * c / w, NR}' "$f"; fi
+done
 [ -z "${TRACE:-}" ] || { trace_restore; python3 bench/sched_slices.py "$work"; }
