@@ -73,14 +73,15 @@ struct {
  * third cache line (the inode). */
 __u64 ld_socket_fops = 0;
 
-/* Is the file at f a socket (of any family)?  Reads f_op, and the inode only
- * until ld_socket_fops is known or for files that are not sockets. */
-static __always_inline int ld_file_is_socket(struct file *f)
+/* Is the file at f a socket (of any family)?  Reads f_op (into *fops), and the
+ * inode only until ld_socket_fops is known or for files that are not sockets:
+ * 1 by f_op, 2 by the inode, 0 not a socket. */
+static __always_inline int ld_file_is_socket(struct file *f, __u64 *fops)
 {
-	__u64 fops = (__u64)BPF_CORE_READ(f, f_op);
 	umode_t mode;
 
-	if (fops && fops == ld_socket_fops)
+	*fops = (__u64)BPF_CORE_READ(f, f_op);
+	if (*fops && *fops == ld_socket_fops)
 		return 1;
 	mode = BPF_CORE_READ(f, f_inode, i_mode);
 	if ((mode & LD_S_IFMT) != LD_S_IFSOCK)
@@ -112,6 +113,7 @@ static __always_inline int ld_sock_of_fd(__u32 fd, struct ld_inflight *in)
 	struct socket *sock;
 	struct sock *sk;
 	__u16 family, num, dport;
+	__u64 fops;
 	int is_socket;
 
 	if (!fdt || fd >= fdt->max_fds)
@@ -119,7 +121,7 @@ static __always_inline int ld_sock_of_fd(__u32 fd, struct ld_inflight *in)
 	fds = fdt->fd;
 	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
 		return 0;
-	is_socket = ld_file_is_socket(f);
+	is_socket = ld_file_is_socket(f, &fops);
 	if (!is_socket)
 		return 0;
 	sock = BPF_CORE_READ(f, private_data);
@@ -127,7 +129,7 @@ static __always_inline int ld_sock_of_fd(__u32 fd, struct ld_inflight *in)
 	if (!sk)
 		return 0;
 	if (is_socket == 2)
-		ld_socket_fops = (__u64)BPF_CORE_READ(f, f_op);
+		ld_socket_fops = fops;
 	/* The three fields lie in the head on every kernel since 2.6; the
 	 * offsets are constants after relocation, so the verifier sees the
 	 * bounds. */
