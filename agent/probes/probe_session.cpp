@@ -47,8 +47,10 @@ class Fd {
   int fd_ = -1;
 };
 
-Fd create_map(bpf_map_type type, const char* name, uint32_t key, uint32_t value, uint32_t max) {
-  int fd = bpf_map_create(type, name, key, value, max, nullptr);
+Fd create_map(bpf_map_type type, const char* name, uint32_t key, uint32_t value, uint32_t max,
+              uint32_t flags = 0) {
+  LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = flags);
+  int fd = bpf_map_create(type, name, key, value, max, &opts);
   if (fd < 0) throw_libbpf_error("shared maps", "creating", fd);
   return Fd(fd);
 }
@@ -60,13 +62,10 @@ class TargetBitmap {
  public:
   static constexpr size_t kBytes = LD_TARGET_WORDS * sizeof(uint64_t);
 
-  TargetBitmap() {
-    LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_MMAPABLE);
-    int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "ld_targets", 4, sizeof(uint64_t), LD_TARGET_WORDS,
-                            &opts);
-    if (fd < 0) throw_libbpf_error("shared maps", "creating", fd);
-    fd_ = Fd(fd);
-    void* words = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  TargetBitmap()
+      : fd_(create_map(BPF_MAP_TYPE_ARRAY, "ld_targets", 4, sizeof(uint64_t), LD_TARGET_WORDS,
+                       BPF_F_MMAPABLE)) {
+    void* words = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
     if (words == MAP_FAILED) throw_libbpf_error("shared maps", "mapping the target set", -errno);
     words_ = static_cast<uint64_t*>(words);
   }

@@ -50,18 +50,15 @@ class SchedProbe : public Probe {
     // which needs them) takes the raw ones here: the root tests of those paths.
     if (!getenv("LD_SCHED_RAW_TP") && !getenv("LD_SCHED_SWITCH_LEGACY")) {
       int err = open_and_load(ctx, true);
-      if (!err) {
-        if ((err = sched_bpf__attach(skel_.get()))) throw_libbpf_error("sched", "attaching", err);
-        typed_ = true;
-        open_kernel_symbols();
-        return;
-      }
       if (err == -EPERM || err == -EACCES) throw_libbpf_error("sched", "loading", err);
+      typed_ = !err;
       typed_error_ = err;
     }
-    if (int err = open_and_load(ctx, false)) throw_libbpf_error("sched", "loading", err);
+    if (!typed_) {
+      if (int err = open_and_load(ctx, false)) throw_libbpf_error("sched", "loading", err);
+    }
     if (int err = sched_bpf__attach(skel_.get())) throw_libbpf_error("sched", "attaching", err);
-    attach_switch();
+    if (!typed_) attach_switch();
     // Now, while privileged: the recorder drops CAP_SYSLOG after attaching, and kallsyms
     // then shows every address as 0 to a new reader.
     open_kernel_symbols();
@@ -79,19 +76,17 @@ class SchedProbe : public Probe {
   uint64_t user_records() const override { return user_records_; }
 
   std::string detail() const override {
+    std::string programs = typed_ ? "typed tracepoints (tp_btf) sched_switch/sched_waking, raw "
+                                    "tracepoints sched_wakeup_new/sched_migrate_task"
+                                  : "raw tracepoints sched_switch/sched_waking/sched_wakeup_new/"
+                                    "sched_migrate_task";
+    if (typed_error_)
+      programs += fmt::format(" (typed ones did not load: {})", std::strerror(-typed_error_));
     return fmt::format(
         "{}; "
         "off-CPU >= {} ms itemised with waker, holder, syscall and kernel stack, shorter "
         "ones summed per thread per {} ms{}",
-        typed_ ? "typed tracepoints (tp_btf) sched_switch/sched_waking, raw tracepoints "
-                 "sched_wakeup_new/sched_migrate_task"
-               : typed_error_ ? fmt::format("raw tracepoints sched_switch/sched_waking/"
-                                            "sched_wakeup_new/sched_migrate_task (typed ones did "
-                                            "not load: {})",
-                                            std::strerror(-typed_error_))
-                              : std::string("raw tracepoints sched_switch/sched_waking/"
-                                            "sched_wakeup_new/sched_migrate_task"),
-        kOffcpuMinNs / 1'000'000, kAggPeriodNs / 1'000'000,
+        programs, kOffcpuMinNs / 1'000'000, kAggPeriodNs / 1'000'000,
         legacy_state_ ? "; kernel < 5.18: a block can read as a preemption when a wake-up races it"
                       : "");
   }
