@@ -6,7 +6,8 @@
  * Only syscall tracepoints: this probe must work on kernels without kprobes
  * or BPF trampolines.  read/write are hooked too because Python servers
  * (uvicorn, aiohttp) write SSE events with write(2) on the socket fd; the fd
- * is checked to be a socket at entry so file IO costs only that check.
+ * is checked to be a socket at the exit (ld_io_enter says why there), so file
+ * IO costs a slot write and that check.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -149,6 +150,16 @@ static __always_inline int ld_sock_of_fd(__u32 fd, struct ld_inflight *in)
 	return 1;
 }
 
+/* A send or receive's entry only notes the call: is the fd a socket, and
+ * which, is asked at the exit.  By then the kernel has walked the same file
+ * table, file, socket and sock itself, so those reads hit warm cache lines;
+ * at the entry of a token's send, after ~2 ms of the server's compute, the
+ * same reads missed the cache one after another (sys_enter_sendto cost
+ * ~1.4 us, against ~150 ns for a recvfrom right after a send).  The price:
+ * file IO of the target (read/write on files) now writes its thread's slot
+ * and takes the exit's check too.  Should another thread close the fd while
+ * the call is in flight, the exit sees what the fd holds then (nothing, or a
+ * socket accepted into that number). */
 static __always_inline int ld_io_enter(__u32 fd, __u64 buf, __u64 len, __u8 syscall, __u8 dir,
 				       __u8 vec)
 {
@@ -157,8 +168,6 @@ static __always_inline int ld_io_enter(__u32 fd, __u64 buf, __u64 len, __u8 sysc
 	struct ld_inflight in = {}, *slot;
 
 	if (!ld_is_target(id >> 32))
-		return 0;
-	if (!ld_sock_of_fd(fd, &in))
 		return 0;
 	in.ts = bpf_ktime_get_ns();
 	in.buf = buf;
@@ -226,7 +235,7 @@ static __always_inline int ld_io_exit_classify(long ret)
 	if (!in || !in->ts)
 		return 0;
 	/* Non-blocking servers poll with reads that return EAGAIN: no IO. */
-	if (ret == -LD_EAGAIN)
+	if (ret == -LD_EAGAIN || !ld_sock_of_fd(in->fd, in))
 		goto out;
 	s = bpf_map_lookup_elem(&ld_sock_scratch, &zero);
 	if (!s)
@@ -275,16 +284,14 @@ struct {
 	.values = { [0] = (void *)&ld_sock_exit_common },
 };
 
+/* The slot is looked up once, by the tail-called program: a target's exit
+ * goes there straight away (a failed tail call leaves the slot's ts behind;
+ * the thread's next entry rewrites it). */
 static __always_inline int ld_io_exit(void *ctx)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct ld_inflight *in = bpf_map_lookup_elem(&ld_sock_inflight, &tid);
-
-	if (!in || !in->ts)
+	if (!ld_is_target(bpf_get_current_pid_tgid() >> 32))
 		return 0;
 	bpf_tail_call(ctx, &ld_sock_tail, 0);
-	/* Only reached if the tail call failed: do not leave the syscall in flight. */
-	in->ts = 0;
 	return 0;
 }
 
