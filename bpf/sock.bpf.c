@@ -46,7 +46,8 @@ struct ld_inflight {
 	__u8 vec;
 };
 
-/* One slot per target thread that did socket IO, kept until the thread exits
+/* One slot per target thread that made a hooked IO call (on a socket or not:
+ * the socket is told at the exit), kept until the thread exits
  * (ld_task_exit) and rewritten in place: ts != 0 while a syscall is in flight.
  * Only the thread itself touches its slot, so no lock is needed; an update
  * and a delete per send (the hash's bucket lock and free list) cost ~0.5 us
