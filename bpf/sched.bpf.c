@@ -16,10 +16,9 @@
  * the same code with `btf` false).  Either way not the tp/sched tracepoints:
  * their arguments are the task_structs, so tgid, state and pt_regs come
  * without a pid lookup, and no trace-event record is formatted.
- * sched_waking rather than sched_wakeup:
- * since the wake-up queue (TTWU_QUEUE) sched_wakeup may run on the wakee's
- * CPU from an IPI, where `current` is not the waker; sched_waking always runs
- * in try_to_wake_up()'s caller.
+ * sched_waking rather than sched_wakeup: since the wake-up queue (TTWU_QUEUE)
+ * sched_wakeup may run on the wakee's CPU from an IPI, where `current` is not
+ * the waker; sched_waking always runs in try_to_wake_up()'s caller.
  *
  * sched_switch fires for every context switch of the machine: the handler
  * checks both tasks against ld_targets before anything else.
