@@ -126,7 +126,8 @@ enum ld_io_syscall {
 struct ld_sock_io {
 	struct ld_hdr hdr;   /* hdr.ts_ns = syscall exit */
 	ld_u64 sock_id;      /* opaque per-socket id (stable for the socket's life) */
-	ld_u64 dur_ns;       /* syscall entry to exit */
+	ld_u64 dur_ns;       /* 0: not measured (the probe hooks only the exit; a call that
+	                      * blocked is in the sched probe's off-CPU records) */
 	ld_s64 ret;          /* bytes moved, or -errno */
 	ld_u32 fd;
 	ld_u16 lport;        /* local port, host order (0 for AF_UNIX) */

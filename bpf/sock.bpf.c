@@ -6,8 +6,13 @@
  * Only syscall tracepoints: this probe must work on kernels without kprobes
  * or BPF trampolines.  read/write are hooked too because Python servers
  * (uvicorn, aiohttp) write SSE events with write(2) on the socket fd; the fd
- * is checked to be a socket at the exit (ld_io_enter says why there), so file
- * IO costs a slot write and that check.
+ * is checked to be a socket at the exit, so file IO costs that check.
+ *
+ * Exits only: a call's arguments are read back from the user registers the
+ * syscall entry saved (ld_call_args), so no entry program, no per-thread
+ * slot and no map lookup by tid; the price is that a call's duration is not
+ * measured (ld_sock_io.dur_ns is 0: a call that blocked is in the sched
+ * probe's off-CPU records, with its syscall).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -32,8 +37,9 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile __u64 ld_sock_id_key = 0; /* hides kernel addresses in sock_id */
 const volatile bool ld_follow_children = false;
 
-struct ld_inflight {
-	__u64 ts;
+/* One call being classified: its arguments (from the saved registers) and,
+ * once ld_sock_of_fd has run, its socket. */
+struct ld_sock_call {
 	__u64 sock_id;
 	__u64 buf;     /* user buffer, or iovec array when vec */
 	__u64 len;     /* buffer length, or iovec count when vec */
@@ -46,26 +52,20 @@ struct ld_inflight {
 	__u8 vec;
 };
 
-/* One slot per target thread that made a hooked IO call (on a socket or not:
- * the socket is told at the exit), kept until the thread exits
- * (ld_task_exit) and rewritten in place: ts != 0 while a syscall is in flight.
- * Only the thread itself touches its slot, so no lock is needed; an update
- * and a delete per send (the hash's bucket lock and free list) cost ~0.5 us
- * here.  A plain (preallocated) hash, not an LRU one, whose list locking cost
- * several microseconds per send.  A reused tid takes over the slot. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32); /* tid */
-	__type(value, struct ld_inflight);
-} ld_sock_inflight SEC(".maps");
+/* Per CPU: the call an exit program hands to the tail-called classifier, and
+ * the payload's first bytes.  A tracepoint program and its tail call run on
+ * one CPU without preemption, so the two share it safely. */
+struct ld_sock_cpu {
+	struct ld_sock_call call;
+	struct ld_scratch s;
+};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct ld_scratch);
-} ld_sock_scratch SEC(".maps");
+	__type(value, struct ld_sock_cpu);
+} ld_sock_percpu SEC(".maps");
 
 /* The f_op of every socket's file (socket_file_ops: sock_alloc_file() gives
  * every socket that one), learned from the first file proven a socket by its
@@ -103,7 +103,7 @@ static __always_inline int ld_file_is_socket(struct file *f, __u64 *fops)
  * runs on every send of a token, at the syscall's exit: there the five reads
  * cost ~170-210 ns in all (the exit's growth when they moved from the entry,
  * where cold they cost ~80 ns apiece). */
-static __always_inline int ld_sock_of_fd(__u32 fd, struct ld_inflight *in)
+static __always_inline int ld_sock_of_fd(__u32 fd, struct ld_sock_call *in)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct fdtable *fdt = task->files->fdt;
@@ -152,44 +152,10 @@ static __always_inline int ld_sock_of_fd(__u32 fd, struct ld_inflight *in)
 	return 1;
 }
 
-/* A send or receive's entry only notes the call: is the fd a socket, and
- * which, is asked at the exit.  By then the kernel has walked the same file
- * table, file, socket and sock itself, so those reads hit warm cache lines;
- * at the entry of a token's send, after ~2 ms of the server's compute, the
- * same reads missed the cache one after another (sys_enter_sendto cost
- * ~1.4 us, against ~150 ns for a recvfrom right after a send).  The price:
- * file IO of the target (read/write on files) now writes its thread's slot
- * and takes the exit's check too.  Should another thread close the fd while
- * the call is in flight, the exit sees what the fd holds then (nothing, or a
- * socket accepted into that number). */
-static __always_inline int ld_io_enter(__u32 fd, __u64 buf, __u64 len, __u8 syscall, __u8 dir,
-				       __u8 vec)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)id;
-	struct ld_inflight in = {}, *slot;
-
-	if (!ld_is_target(id >> 32))
-		return 0;
-	in.ts = bpf_ktime_get_ns();
-	in.buf = buf;
-	in.len = len;
-	in.fd = fd;
-	in.syscall = syscall;
-	in.dir = dir;
-	in.vec = vec;
-	slot = bpf_map_lookup_elem(&ld_sock_inflight, &tid);
-	if (slot)
-		*slot = in;
-	else
-		bpf_map_update_elem(&ld_sock_inflight, &tid, &in, BPF_NOEXIST);
-	return 0;
-}
-
 /* Copies up to LD_SCRATCH_BYTES of the payload (at most `avail` bytes) into
  * the scratch buffer, with the 0 after it that classify.h needs; returns how
  * many. */
-static __always_inline __u32 ld_gather(struct ld_scratch *s, const struct ld_inflight *in,
+static __always_inline __u32 ld_gather(struct ld_scratch *s, const struct ld_sock_call *in,
 				       __u64 avail)
 {
 	__u64 take, off = 0;
@@ -226,33 +192,30 @@ static __always_inline __u32 ld_gather(struct ld_scratch *s, const struct ld_inf
 
 static __always_inline int ld_io_exit_classify(long ret)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)id, zero = 0;
-	struct ld_inflight *in = bpf_map_lookup_elem(&ld_sock_inflight, &tid);
-	struct ld_scratch *s;
+	__u32 zero = 0;
+	struct ld_sock_cpu *cpu = bpf_map_lookup_elem(&ld_sock_percpu, &zero);
+	struct ld_sock_call *in;
 	struct ld_sock_io *e;
 	__u64 avail;
 	__u32 n;
 
-	if (!in || !in->ts)
+	if (!cpu)
 		return 0;
+	in = &cpu->call;
 	/* Non-blocking servers poll with reads that return EAGAIN: no IO. */
 	if (ret == -LD_EAGAIN || !ld_sock_of_fd(in->fd, in))
-		goto out;
-	s = bpf_map_lookup_elem(&ld_sock_scratch, &zero);
-	if (!s)
-		goto out;
+		return 0;
 	/* Received bytes exist only up to ret; a failed send still has its buffer. */
 	avail = ret > 0 ? (__u64)ret : (in->dir == LD_DIR_SEND ? in->len : 0);
 	if (in->vec && ret <= 0)
 		avail = 0;
-	n = ld_gather(s, in, avail);
+	n = ld_gather(&cpu->s, in, avail);
 
 	e = ld_reserve(LD_PROBE_SOCK, LD_EV_SOCK_IO, sizeof(*e));
 	if (!e)
-		goto out;
+		return 0;
 	e->sock_id = in->sock_id;
-	e->dur_ns = e->hdr.ts_ns - in->ts;
+	e->dur_ns = 0; /* not measured: no entry program (see the top) */
 	e->ret = ret;
 	e->fd = in->fd;
 	e->lport = in->lport;
@@ -260,12 +223,10 @@ static __always_inline int ld_io_exit_classify(long ret)
 	e->family = in->family;
 	e->dir = in->dir;
 	e->syscall = in->syscall;
-	e->cls = ld_classify(s, n);
+	e->cls = ld_classify(&cpu->s, n);
 	e->sse_events = (e->cls == LD_PC_SSE_DATA || e->cls == LD_PC_HTTP_RESPONSE_SSE) ? 1 : 0;
 	e->_pad = 0;
 	ld_commit(LD_PROBE_SOCK, e);
-out:
-	in->ts = 0;
 	return 0;
 }
 
@@ -286,86 +247,104 @@ struct {
 	.values = { [0] = (void *)&ld_sock_exit_common },
 };
 
-/* The slot is looked up once, by the tail-called program: a target's exit
- * goes there straight away (a failed tail call leaves the slot's ts behind;
- * the thread's next entry rewrites it). */
-static __always_inline int ld_io_exit(void *ctx)
+/* The first three arguments of the syscall being left, from the user
+ * registers its entry saved at the top of the kernel stack (bpf_task_pt_regs:
+ * a BTF pointer, plain loads).  Syscall handlers take them from there and do
+ * not write them back; the return value goes to another register (x86-64's
+ * ax), except on arm64, where x0 takes it before the exit tracepoint and the
+ * first argument survives in orig_x0.  The entry wrote these lines and the
+ * handler read them, so they are warm. */
+static __always_inline int ld_call_args(__u64 args[3])
 {
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+
+	if (!regs)
+		return 0;
+#if defined(__TARGET_ARCH_x86)
+	args[0] = regs->di;
+	args[1] = regs->si;
+	args[2] = regs->dx;
+#elif defined(__TARGET_ARCH_arm64)
+	args[0] = regs->orig_x0;
+	args[1] = regs->regs[1];
+	args[2] = regs->regs[2];
+#else
+#error "sock.bpf.c: the syscall argument registers of this architecture are not known"
+#endif
+	return 1;
+}
+
+enum ld_call_shape {
+	LD_SHAPE_PLAIN, /* (fd, buf, len, ...) */
+	LD_SHAPE_VEC,   /* (fd, iov, iovcnt) */
+	LD_SHAPE_MSG,   /* (fd, msg, flags): the iovecs are in the user msghdr */
+};
+
+/* A target's exit: the call's arguments into this CPU's ld_sock_percpu, then the
+ * classifier (a failed tail call, with an empty prog array, records nothing). */
+static __always_inline int ld_io_exit(void *ctx, __u8 syscall, __u8 dir, enum ld_call_shape shape)
+{
+	__u32 zero = 0;
+	struct ld_sock_cpu *cpu;
+	struct ld_sock_call *call;
+	__u64 args[3];
+
 	if (!ld_is_target(bpf_get_current_pid_tgid() >> 32))
 		return 0;
+	cpu = bpf_map_lookup_elem(&ld_sock_percpu, &zero);
+	if (!cpu || !ld_call_args(args))
+		return 0;
+	call = &cpu->call;
+	call->fd = args[0];
+	call->buf = args[1];
+	call->len = args[2];
+	call->syscall = syscall;
+	call->dir = dir;
+	call->vec = shape != LD_SHAPE_PLAIN;
+	if (shape == LD_SHAPE_MSG) {
+		struct user_msghdr msg = {};
+
+		if (bpf_probe_read_user(&msg, sizeof(msg), (void *)args[1]))
+			return 0;
+		call->buf = (__u64)msg.msg_iov;
+		call->len = msg.msg_iovlen;
+	}
 	bpf_tail_call(ctx, &ld_sock_tail, 0);
 	return 0;
 }
 
-#define LD_ARG(i) (ctx->args[i])
-
-/* Plain buffer syscalls: (fd, buf, len, ...) */
-#define LD_IO_PLAIN(name, sc, dir)                                                   \
-	SEC("tracepoint/syscalls/sys_enter_" #name)                                  \
-	int ld_enter_##name(struct trace_event_raw_sys_enter *ctx)                   \
-	{                                                                            \
-		return ld_io_enter(LD_ARG(0), LD_ARG(1), LD_ARG(2), sc, dir, 0);     \
-	}                                                                            \
+#define LD_IO_EXIT(name, sc, dir, shape)                                             \
 	SEC("tracepoint/syscalls/sys_exit_" #name)                                   \
 	int ld_exit_##name(struct trace_event_raw_sys_exit *ctx)                     \
 	{                                                                            \
-		return ld_io_exit(ctx);                                              \
+		return ld_io_exit(ctx, sc, dir, shape);                              \
 	}
 
-/* iovec syscalls: (fd, iov, iovcnt) */
-#define LD_IO_VEC(name, sc, dir)                                                     \
-	SEC("tracepoint/syscalls/sys_enter_" #name)                                  \
-	int ld_enter_##name(struct trace_event_raw_sys_enter *ctx)                   \
-	{                                                                            \
-		return ld_io_enter(LD_ARG(0), LD_ARG(1), LD_ARG(2), sc, dir, 1);     \
-	}                                                                            \
-	SEC("tracepoint/syscalls/sys_exit_" #name)                                   \
-	int ld_exit_##name(struct trace_event_raw_sys_exit *ctx)                     \
-	{                                                                            \
-		return ld_io_exit(ctx);                                              \
-	}
+LD_IO_EXIT(read, LD_SC_READ, LD_DIR_RECV, LD_SHAPE_PLAIN)
+LD_IO_EXIT(write, LD_SC_WRITE, LD_DIR_SEND, LD_SHAPE_PLAIN)
+LD_IO_EXIT(sendto, LD_SC_SENDTO, LD_DIR_SEND, LD_SHAPE_PLAIN)
+LD_IO_EXIT(recvfrom, LD_SC_RECVFROM, LD_DIR_RECV, LD_SHAPE_PLAIN)
+LD_IO_EXIT(readv, LD_SC_READV, LD_DIR_RECV, LD_SHAPE_VEC)
+LD_IO_EXIT(writev, LD_SC_WRITEV, LD_DIR_SEND, LD_SHAPE_VEC)
+LD_IO_EXIT(sendmsg, LD_SC_SENDMSG, LD_DIR_SEND, LD_SHAPE_MSG)
+LD_IO_EXIT(recvmsg, LD_SC_RECVMSG, LD_DIR_RECV, LD_SHAPE_MSG)
 
-/* msghdr syscalls: (fd, msg, flags); the iovecs are in the user msghdr. */
-#define LD_IO_MSG(name, sc, dir)                                                     \
-	SEC("tracepoint/syscalls/sys_enter_" #name)                                  \
-	int ld_enter_##name(struct trace_event_raw_sys_enter *ctx)                   \
-	{                                                                            \
-		struct user_msghdr msg = {};                                         \
-		if (bpf_probe_read_user(&msg, sizeof(msg), (void *)LD_ARG(1)))       \
-			return 0;                                                    \
-		return ld_io_enter(LD_ARG(0), (__u64)msg.msg_iov, msg.msg_iovlen, sc, \
-				   dir, 1);                                          \
-	}                                                                            \
-	SEC("tracepoint/syscalls/sys_exit_" #name)                                   \
-	int ld_exit_##name(struct trace_event_raw_sys_exit *ctx)                     \
-	{                                                                            \
-		return ld_io_exit(ctx);                                              \
-	}
-
-LD_IO_PLAIN(read, LD_SC_READ, LD_DIR_RECV)
-LD_IO_PLAIN(write, LD_SC_WRITE, LD_DIR_SEND)
-LD_IO_PLAIN(sendto, LD_SC_SENDTO, LD_DIR_SEND)
-LD_IO_PLAIN(recvfrom, LD_SC_RECVFROM, LD_DIR_RECV)
-LD_IO_VEC(readv, LD_SC_READV, LD_DIR_RECV)
-LD_IO_VEC(writev, LD_SC_WRITEV, LD_DIR_SEND)
-LD_IO_MSG(sendmsg, LD_SC_SENDMSG, LD_DIR_SEND)
-LD_IO_MSG(recvmsg, LD_SC_RECVMSG, LD_DIR_RECV)
-
+/* close() needs the socket before the fd is gone: its entry. */
 SEC("tracepoint/syscalls/sys_enter_close")
 int ld_enter_close(struct trace_event_raw_sys_enter *ctx)
 {
-	struct ld_inflight in = {};
+	struct ld_sock_call in = {};
 	struct ld_sock_close *e;
 
 	if (!ld_is_target(bpf_get_current_pid_tgid() >> 32))
 		return 0;
-	if (!ld_sock_of_fd(LD_ARG(0), &in))
+	if (!ld_sock_of_fd(ctx->args[0], &in))
 		return 0;
 	e = ld_reserve(LD_PROBE_SOCK, LD_EV_SOCK_CLOSE, sizeof(*e));
 	if (!e)
 		return 0;
 	e->sock_id = in.sock_id;
-	e->fd = LD_ARG(0);
+	e->fd = ctx->args[0];
 	e->_pad = 0;
 	ld_commit(LD_PROBE_SOCK, e);
 	return 0;
@@ -377,12 +356,9 @@ int ld_task_exit(void *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	struct task_struct *task;
 	struct ld_task_exit *e;
-	__u32 tid;
 
 	if (!ld_is_target(id >> 32))
 		return 0;
-	tid = (__u32)id;
-	bpf_map_delete_elem(&ld_sock_inflight, &tid);
 	task = (struct task_struct *)bpf_get_current_task();
 	e = ld_reserve(LD_PROBE_SOCK, LD_EV_TASK_EXIT, sizeof(*e));
 	if (!e)

@@ -249,7 +249,7 @@ class Readiness {
       bool uprobes = false, perf = false, cpufreq = false;
     };
     const Need needs[] = {
-        {"sock", "the token timeline (SSE sends)", {"syscalls/sys_enter_write", "syscalls/sys_enter_sendto"}},
+        {"sock", "the token timeline (SSE sends)", {"syscalls/sys_exit_write", "syscalls/sys_exit_sendto"}},
         {"sched", "run-queue waits, wakers, migrations", {"sched/sched_switch", "sched/sched_waking"}},
         {"perf", "on-CPU samples with kernel stacks", {}, false, true},
         {"memory", "mmap/page-fault time (kv_alloc)", {"syscalls/sys_enter_mmap"}},

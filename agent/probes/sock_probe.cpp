@@ -32,7 +32,7 @@ class SockProbe : public Probe {
     if (int err = sock_bpf__attach(skel_.get())) throw_libbpf_error("sock", "attaching", err);
   }
   std::string detail() const override {
-    return "send/recv/read/write/sendmsg/recvmsg syscall tracepoints, payload classified in-kernel";
+    return "send/recv/read/write/sendmsg/recvmsg syscall exit tracepoints, payload classified in-kernel";
   }
 
  private:
