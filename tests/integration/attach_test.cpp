@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
+#include <map>
 #include <regex>
 #include <string>
 #include <thread>
@@ -81,6 +83,12 @@ TEST_P(RootWire, CountsEveryRequestAndToken) {
   EXPECT_EQ(report["summary"]["requests"], 6);
   EXPECT_EQ(report["summary"]["tokens"], bench.tokens);
   EXPECT_NEAR(report["summary"]["ttft_ms"]["p50"].get<double>(), bench.ttft_p50_ms, 15.0);
+  // Each wire's tokens leave through its own syscall (send() is sendto(2)); all of them counted.
+  const std::map<std::string, std::string> token_syscall{
+      {"openai", "sendto"}, {"llamacpp", "sendto"}, {"uvicorn", "write"}, {"rust", "writev"}, {"msg", "sendmsg"}};
+  auto wire = std::find(GetParam().begin(), GetParam().end(), "--wire");
+  const std::string expected = token_syscall.at(wire == GetParam().end() ? "openai" : *std::next(wire));
+  EXPECT_EQ(report["summary"]["token_send_syscalls"][expected], bench.tokens) << report["summary"].dump();
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -89,6 +97,7 @@ INSTANTIATE_TEST_SUITE_P(
                       std::vector<std::string>{"--wire", "llamacpp", "--close-after-stream"},
                       std::vector<std::string>{"--wire", "uvicorn"},
                       std::vector<std::string>{"--wire", "rust"},
+                      std::vector<std::string>{"--wire", "msg"},
                       std::vector<std::string>{"--plain"}),
     [](const auto& info) {
       std::string name;

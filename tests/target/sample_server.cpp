@@ -46,7 +46,7 @@ namespace {
 
 // ------------------------------------------------------------------------------------ options
 
-enum class Wire { openai, llamacpp, uvicorn, rust };
+enum class Wire { openai, llamacpp, uvicorn, rust, msg };
 enum class HeadersAt { wire_default, request, first_token };
 
 struct Options {
@@ -105,6 +105,7 @@ bool parse_wire(const char* s, Wire& out) {
   else if (v == "llamacpp") out = Wire::llamacpp;
   else if (v == "uvicorn") out = Wire::uvicorn;
   else if (v == "rust") out = Wire::rust;
+  else if (v == "msg") out = Wire::msg;
   else return false;
   return true;
 }
@@ -127,7 +128,8 @@ const std::vector<OptionSpec>& option_specs() {
       {"--tokens", "N", "tokens per completion when the body has no max_tokens (default 30)",
        [](Options& o, const char* v) { return parse_long(v, 0, 1000000, o.tokens); }},
       {"--wire", "MODE",
-       "openai|llamacpp|uvicorn|rust: which server's socket-write pattern to mimic (default openai)",
+       "openai|llamacpp|uvicorn|rust|msg: which server's socket-write pattern to mimic (default openai; "
+       "msg = sendmsg() and recvmsg(), as Python 3.12+ asyncio transports flush queued writes)",
        [](Options& o, const char* v) { return parse_wire(v, o.wire); }},
       {"--headers-at", "WHEN",
        "request|first-token: when response headers are sent (default: first-token for openai, "
@@ -454,13 +456,14 @@ class JsonScanner {
 
 // ------------------------------------------------------------------------------------ socket I/O
 
-// The four wire modes differ in which syscall carries the bytes and how a chunk is split up.
+// The wire modes differ in which syscall carries the bytes and how a chunk is split up.
 class WireWriter {
  public:
   WireWriter(int fd, Wire wire) : fd_(fd), wire_(wire) {}
 
   // Writes `pieces` the way the mimicked server would: openai = one send(), llamacpp = one
-  // sendto(), uvicorn = one write() per piece, rust = one writev() over all pieces.
+  // sendto(), uvicorn = one write() per piece, rust = one writev() over all pieces, msg = one
+  // sendmsg() over all pieces.
   bool emit(std::initializer_list<std::string_view> pieces) {
     switch (wire_) {
       case Wire::openai: return send_all(join(pieces), false);
@@ -469,7 +472,8 @@ class WireWriter {
         for (auto p : pieces)
           if (!write_all(p)) return false;
         return true;
-      case Wire::rust: return writev_all(pieces);
+      case Wire::rust: return writev_all(pieces, false);
+      case Wire::msg: return writev_all(pieces, true);
     }
     return false;
   }
@@ -502,13 +506,21 @@ class WireWriter {
     return true;
   }
 
-  bool writev_all(std::initializer_list<std::string_view> pieces) {
+  bool writev_all(std::initializer_list<std::string_view> pieces, bool use_sendmsg) {
     std::vector<iovec> iov;
     for (auto p : pieces)
       if (!p.empty()) iov.push_back({const_cast<char*>(p.data()), p.size()});
     size_t first = 0;
     while (first < iov.size()) {
-      ssize_t n = ::writev(fd_, iov.data() + first, static_cast<int>(iov.size() - first));
+      ssize_t n;
+      if (use_sendmsg) {
+        msghdr msg{};
+        msg.msg_iov = iov.data() + first;
+        msg.msg_iovlen = iov.size() - first;
+        n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+      } else {
+        n = ::writev(fd_, iov.data() + first, static_cast<int>(iov.size() - first));
+      }
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return false;
       // Advance past what a partial writev took.
@@ -577,11 +589,21 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// Appends whatever recv() returns; false on EOF, error, idle timeout or shutdown.
-bool recv_more(int fd, std::string& buf) {
+// Appends whatever recv() (or recvmsg(), for the msg wire) returns; false on EOF, error, idle
+// timeout or shutdown.
+bool recv_more(int fd, std::string& buf, Wire wire) {
   char tmp[16384];
   for (;;) {
-    ssize_t n = ::recv(fd, tmp, sizeof tmp, 0);
+    ssize_t n;
+    if (wire == Wire::msg) {
+      iovec iov{tmp, sizeof tmp};
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      n = ::recvmsg(fd, &msg, 0);
+    } else {
+      n = ::recv(fd, tmp, sizeof tmp, 0);
+    }
     if (n < 0 && errno == EINTR && !g_stop.load()) continue;
     if (n <= 0) return false;
     buf.append(tmp, static_cast<size_t>(n));
@@ -651,14 +673,14 @@ bool parse_head(std::string_view head, Request& req, HeaderInfo& info, std::stri
 }
 
 // Reads one request from `pending` + the socket; leftover bytes (pipelining) stay in `pending`.
-ReadStatus read_request(int fd, std::string& pending, Request& req, std::string& error) {
+ReadStatus read_request(int fd, std::string& pending, Request& req, std::string& error, Wire wire) {
   size_t head_end;
   while ((head_end = pending.find("\r\n\r\n")) == std::string::npos) {
     if (pending.size() > kMaxHeaderBytes) {
       error = "request head too large";
       return ReadStatus::bad;
     }
-    if (!recv_more(fd, pending)) {
+    if (!recv_more(fd, pending, wire)) {
       if (pending.empty()) return ReadStatus::closed;
       error = "incomplete request";
       return ReadStatus::bad;
@@ -680,7 +702,7 @@ ReadStatus read_request(int fd, std::string& pending, Request& req, std::string&
   if (info.expect_continue && pending.size() < total)  // else curl stalls a second for the body
     WireWriter(fd, Wire::openai).emit({"HTTP/1.1 100 Continue\r\n\r\n"});
   while (pending.size() < total) {
-    if (!recv_more(fd, pending)) {
+    if (!recv_more(fd, pending, wire)) {
       error = "incomplete request body";
       return ReadStatus::bad;
     }
@@ -714,7 +736,8 @@ std::string response_head(const Options& o) {
     case Wire::openai: h += "Server: ld-sample-server\r\n"; break;
     case Wire::llamacpp: h += "Server: llama.cpp\r\n"; break;
     case Wire::uvicorn: h += "server: uvicorn\r\n"; break;
-    case Wire::rust: break;
+    case Wire::rust:
+    case Wire::msg: break;
   }
   h += "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n";
   h += o.plain ? "Connection: close\r\n" : "Transfer-Encoding: chunked\r\n";
@@ -884,7 +907,7 @@ void serve_connection(int fd, const Options& o) {
   while (!g_stop.load()) {
     Request req;
     std::string error;
-    ReadStatus st = read_request(fd, pending, req, error);
+    ReadStatus st = read_request(fd, pending, req, error, o.wire);
     if (st == ReadStatus::closed) break;
     if (st != ReadStatus::ok) {
       if (st == ReadStatus::too_large) send_simple(fd, 413, "Payload Too Large", error + "\n", true);
