@@ -2,10 +2,10 @@
 
 namespace ld::host {
 
-ReaderClass::ReaderClass(uint64_t ring_bytes, uint64_t start_ns) : ring_bytes_(ring_bytes), window_start_ns_(start_ns) {}
+ReaderClass::ReaderClass(uint64_t ring_bytes) : ring_bytes_(ring_bytes) {}
 
 ReaderClass::Class ReaderClass::after_drain(uint64_t now_ns, uint64_t bytes) {
-  if (now_ns < window_start_ns_) window_start_ns_ = now_ns;
+  if (window_start_ns_ == 0 || now_ns < window_start_ns_) window_start_ns_ = now_ns;
   window_bytes_ += bytes;
   // A drain that found 1/16 of the ring waiting (the kernel side's wake-up mark), or a window
   // already past the limit: the reader is needed now, not when a CPU is spare.

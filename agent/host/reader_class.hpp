@@ -20,8 +20,8 @@ class ReaderClass {
  public:
   enum class Class { batch, idle };
 
-  // ring_bytes: the ring buffer's size; start_ns: when reading began (the first window opens).
-  ReaderClass(uint64_t ring_bytes, uint64_t start_ns);
+  // ring_bytes: the ring buffer's size.
+  explicit ReaderClass(uint64_t ring_bytes);
 
   // After a drain at now_ns that took `bytes` of records: the class the reader should have.
   Class after_drain(uint64_t now_ns, uint64_t bytes);

@@ -145,7 +145,7 @@ std::string yield_to_target() {
 // (bench/compare.sh uses that to measure the difference side by side).
 class ReaderSched {
  public:
-  ReaderSched(uint64_t ring_bytes, uint64_t start_ns) : policy_(ring_bytes, start_ns) {
+  explicit ReaderSched(uint64_t ring_bytes) : policy_(ring_bytes) {
     const char* knob = std::getenv("LD_READER_IDLE");
     allowed_ = !(knob && std::string(knob) == "0") && (effective_capabilities() & (1ULL << kCapSysNice));
   }
@@ -263,7 +263,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   }
 
   Progress progress(options.quiet);
-  ReaderSched reader(options.ringbuf_bytes, host::monotonic_now_ns());
+  ReaderSched reader(options.ringbuf_bytes);
   uint64_t last_flush = start;
   while (true) {
     // Wake once a second (flush, progress, a target that exited: SIGINT interrupts the wait
