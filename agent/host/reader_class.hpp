@@ -32,10 +32,7 @@ class ReaderClass {
   // records at half fill, so a reader that waits a second for a spare CPU loses nothing.
   uint64_t idle_rate_limit() const { return ring_bytes_ / 2 / 10; }
   static constexpr uint64_t kWindowNs = 1'000'000'000;
-  // Quiet windows in a row before idling. One: idling is safe from the first quiet second,
-  // because the way back is immediate (a drain of 1/16 of the ring, or a window past the
-  // limit, the moment it happens); a switch costs one syscall.
-  static constexpr int kQuietWindows = 1;
+  static constexpr int kQuietWindows = 3;  // quiet windows in a row before idling
 
  private:
   uint64_t ring_bytes_;

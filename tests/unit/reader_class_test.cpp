@@ -22,7 +22,7 @@ ReaderClass::Class run(ReaderClass& r, uint64_t& now, int seconds, uint64_t byte
 
 }  // namespace
 
-TEST(ReaderClass, StartsBatchAndIdlesAfterAQuietSecond) {
+TEST(ReaderClass, StartsBatchAndIdlesAfterThreeQuietSeconds) {
   ReaderClass r(kRing);
   uint64_t now = 5 * kSec;
   EXPECT_EQ(r.after_drain(now, 0), ReaderClass::Class::batch);  // the first drain opens a window
@@ -48,7 +48,7 @@ TEST(ReaderClass, ADrainOfASixteenthOfTheRingLeavesIdleAtOnce) {
   // Mid-window, a wake-up at the kernel side's 1/16 mark: no waiting for the window's end.
   now += kSec / 10;
   EXPECT_EQ(r.after_drain(now, kRing / 16), ReaderClass::Class::batch);
-  // The burst's window is not a quiet one: quiet seconds after it count, not before.
+  // The burst's window is not a quiet one: three quiet seconds after it, not before.
   EXPECT_EQ(run(r, now, ReaderClass::kQuietWindows, 1000), ReaderClass::Class::batch);
   EXPECT_EQ(run(r, now, 1, 1000), ReaderClass::Class::idle);
 }
