@@ -32,9 +32,6 @@ std::string drop_capabilities(bool keep_attach) {
   __user_cap_data_struct keep[2]{};
   set_bit(keep, CAP_DAC_READ_SEARCH);
   set_bit(keep, CAP_SYS_PTRACE);
-  // The reading thread idles as SCHED_IDLE while the ring fills slowly and must be able to
-  // leave that class when it fills fast (recorder.cpp, host/reader_class.hpp).
-  set_bit(keep, CAP_SYS_NICE);
   if (keep_attach) {
     set_bit(keep, CAP_SYS_ADMIN);
     set_bit(keep, kCapBpf);

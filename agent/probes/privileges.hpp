@@ -9,7 +9,7 @@
 namespace ld::probes {
 
 // Keeps only CAP_DAC_READ_SEARCH and CAP_SYS_PTRACE (reading other users' /proc entries and
-// token logs) and CAP_SYS_NICE (the reading thread leaving SCHED_IDLE when the ring fills), plus CAP_SYS_ADMIN/CAP_BPF/CAP_PERFMON when `keep_attach` (new targets found
+// token logs), plus CAP_SYS_ADMIN/CAP_BPF/CAP_PERFMON when `keep_attach` (new targets found
 // later need new probes attached, e.g. --children with uprobes). Returns "" or a warning.
 std::string drop_capabilities(bool keep_attach);
 

@@ -9,9 +9,7 @@
 
 #include <algorithm>
 #include <csignal>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -19,7 +17,6 @@
 #include "events.h"
 #include "audit/host_audit.hpp"
 #include "host/host_facts.hpp"
-#include "host/reader_class.hpp"
 #include "probes/privileges.hpp"
 #include "probes/probe_session.hpp"
 #include "trace/trace_file.hpp"
@@ -140,35 +137,6 @@ std::string yield_to_target() {
   return problem;
 }
 
-// The reading (calling) thread's class, as host::ReaderClass decides it. SCHED_IDLE only when
-// the thread can leave it again (CAP_SYS_NICE: sched(7)); LD_READER_IDLE=0 keeps it SCHED_BATCH
-// (bench/compare.sh uses that to measure the difference side by side).
-class ReaderSched {
- public:
-  explicit ReaderSched(uint64_t ring_bytes) : policy_(ring_bytes) {
-    const char* knob = std::getenv("LD_READER_IDLE");
-    allowed_ = !(knob && std::string(knob) == "0") && (effective_capabilities() & (1ULL << kCapSysNice));
-  }
-  void after_drain(uint64_t now_ns, uint64_t bytes) {
-    if (!allowed_) return;
-    apply(policy_.after_drain(now_ns, bytes) == host::ReaderClass::Class::idle ? SCHED_IDLE : SCHED_BATCH);
-  }
-  // The end of the recording: the last drain and the analysis must not wait for a spare CPU.
-  void leave_idle() { if (allowed_) apply(SCHED_BATCH); }
-
- private:
-  static constexpr int kCapSysNice = 23;
-  void apply(int policy) {
-    if (policy == applied_) return;
-    sched_param param{};
-    if (sched_setscheduler(0, policy, &param) == 0) applied_ = policy;
-    else if (policy == SCHED_IDLE) allowed_ = false;  // could not idle: SCHED_BATCH from now on
-  }
-  host::ReaderClass policy_;
-  bool allowed_ = false;
-  int applied_ = SCHED_BATCH;
-};
-
 }  // namespace
 
 void install_stop_signals() {
@@ -209,9 +177,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
                              .verbose = options.verbose,
                              .extra_probes = options.extra_probes};
   std::string write_error;
-  uint64_t bytes_read = 0;  // for the reading thread's class
   auto sink = [&](const ld_hdr& rec, size_t size) {
-    bytes_read += size;
     if (writer && write_error.empty()) {
       try {
         writer->append(&rec, size);
@@ -263,7 +229,6 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   }
 
   Progress progress(options.quiet);
-  ReaderSched reader(options.ringbuf_bytes);
   uint64_t last_flush = start;
   while (true) {
     // Wake once a second (flush, progress, a target that exited: SIGINT interrupts the wait
@@ -276,8 +241,6 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     }
     session.poll(timeout_ms);
     uint64_t now = host::monotonic_now_ns();
-    reader.after_drain(now, bytes_read);
-    bytes_read = 0;
     if (g_stop) { result.stop_reason = "signal"; break; }
     if (options.duration_ms && now - start >= options.duration_ms * 1000000ULL) {
       result.stop_reason = "duration";
@@ -292,7 +255,6 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     }
     progress.tick(now, start, options.duration_ms, status ? status() : "");
   }
-  reader.leave_idle();
   // Take what the kernel still holds before reading the counters: nothing is left behind.
   session.finish();
   // Nothing more reaches the sinks after this point (they may go out of scope first).
