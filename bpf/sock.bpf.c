@@ -281,7 +281,10 @@ enum ld_call_shape {
 };
 
 /* A target's exit: the call's arguments into this CPU's ld_sock_percpu, then the
- * classifier (a failed tail call, with an empty prog array, records nothing). */
+ * classifier (a failed tail call, with an empty prog array, records nothing).
+ * The fd is looked up here, at the exit: should another thread have closed it
+ * while the call was in flight, the record names what the fd holds now
+ * (nothing, or a socket accepted into that number). */
 static __always_inline int ld_io_exit(void *ctx, __u8 syscall, __u8 dir, enum ld_call_shape shape)
 {
 	__u32 zero = 0;

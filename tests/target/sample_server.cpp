@@ -472,8 +472,8 @@ class WireWriter {
         for (auto p : pieces)
           if (!write_all(p)) return false;
         return true;
-      case Wire::rust: return writev_all(pieces, false);
-      case Wire::msg: return writev_all(pieces, true);
+      case Wire::rust: return gather_write_all(pieces, false);
+      case Wire::msg: return gather_write_all(pieces, true);
     }
     return false;
   }
@@ -506,7 +506,7 @@ class WireWriter {
     return true;
   }
 
-  bool writev_all(std::initializer_list<std::string_view> pieces, bool use_sendmsg) {
+  bool gather_write_all(std::initializer_list<std::string_view> pieces, bool use_sendmsg) {
     std::vector<iovec> iov;
     for (auto p : pieces)
       if (!p.empty()) iov.push_back({const_cast<char*>(p.data()), p.size()});
