@@ -32,13 +32,16 @@ def main(args):
     except ValueError as e:
         print(f"combine.py: {e}", file=sys.stderr)
         return 2
+    def weighted_mean(weights):
+        return sum(wi * est for wi, (_, est, _) in zip(weights, runs)) / sum(weights)
+
     w = [1 / se**2 for _, _, se in runs]
-    fixed = sum(wi * est for wi, (_, est, _) in zip(w, runs)) / sum(w)
+    fixed = weighted_mean(w)
     q = sum(wi * (est - fixed) ** 2 for wi, (_, est, _) in zip(w, runs))
     df = len(runs) - 1
     tau2 = max(0.0, (q - df) / (sum(w) - sum(wi * wi for wi in w) / sum(w)))
     wr = [1 / (se**2 + tau2) for _, _, se in runs]
-    mean = sum(wi * est for wi, (_, est, _) in zip(wr, runs)) / sum(wr)
+    mean = weighted_mean(wr)
     se = 1 / math.sqrt(sum(wr))
     i2 = max(0.0, (q - df) / q) if q > 0 else 0.0
     for label, est, run_se in runs:

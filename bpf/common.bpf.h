@@ -58,6 +58,14 @@ static __always_inline void ld_add_target(__u32 tgid)
 		__sync_fetch_and_or(bits, LD_TARGET_BIT(tgid));
 }
 
+/* The current task's user registers, saved at the top of its kernel stack by
+ * its latest entry into the kernel (bpf_task_pt_regs, 5.15+): a BTF pointer,
+ * read with plain loads.  Include the BPF helpers before this header. */
+static __always_inline struct pt_regs *ld_current_user_regs(void)
+{
+	return (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+}
+
 static __always_inline void ld_count(__u32 probe, int dropped)
 {
 	struct ld_probe_counters *c = bpf_map_lookup_elem(&ld_counters, &probe);

@@ -163,7 +163,7 @@ static __always_inline int ld_tick_user_mode_by_regs(void)
 
 	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
 		return -1;
-	top = (__u64)bpf_task_pt_regs(bpf_get_current_task_btf());
+	top = (__u64)ld_current_user_regs();
 	if (!top || bpf_probe_read_kernel(&below, sizeof(below), (void *)(top - sizeof(below))))
 		return -1;
 	return below >= ld_irq_entry_lo && below < ld_irq_entry_hi;

@@ -133,12 +133,10 @@ static __always_inline __u32 ld_task_cpu(struct task_struct *task)
  * fault).  Only `current` has trusted BTF here, hence no task argument. */
 static __always_inline __u32 ld_current_syscall(void)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	struct pt_regs *regs = ld_current_user_regs();
 
 	if (!regs)
 		return LD_NO_SYSCALL;
-	/* bpf_task_pt_regs() returns a BTF pointer: plain loads. */
 #if defined(__TARGET_ARCH_x86)
 	return (__u32)regs->orig_ax;
 #elif defined(__TARGET_ARCH_arm64)

@@ -247,27 +247,26 @@ struct {
 	.values = { [0] = (void *)&ld_sock_exit_common },
 };
 
-/* The first three arguments of the syscall being left, from the user
- * registers its entry saved at the top of the kernel stack (bpf_task_pt_regs:
- * a BTF pointer, plain loads).  Syscall handlers take them from there and do
- * not write them back; the return value goes to another register (x86-64's
- * ax), except on arm64, where x0 takes it before the exit tracepoint and the
- * first argument survives in orig_x0.  The entry wrote these lines and the
- * handler read them, so they are warm. */
-static __always_inline int ld_call_args(__u64 args[3])
+/* The first three arguments of the syscall being left (fd, buffer, length),
+ * from the user registers its entry saved (ld_current_user_regs).  Syscall
+ * handlers take them from there and do not write them back; the return value
+ * goes to another register (x86-64's ax), except on arm64, where x0 takes it
+ * before the exit tracepoint and the first argument survives in orig_x0.  The
+ * entry wrote these lines and the handler read them, so they are warm. */
+static __always_inline int ld_call_args(struct ld_sock_call *call)
 {
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct pt_regs *regs = ld_current_user_regs();
 
 	if (!regs)
 		return 0;
 #if defined(__TARGET_ARCH_x86)
-	args[0] = regs->di;
-	args[1] = regs->si;
-	args[2] = regs->dx;
+	call->fd = regs->di;
+	call->buf = regs->si;
+	call->len = regs->dx;
 #elif defined(__TARGET_ARCH_arm64)
-	args[0] = regs->orig_x0;
-	args[1] = regs->regs[1];
-	args[2] = regs->regs[2];
+	call->fd = regs->orig_x0;
+	call->buf = regs->regs[1];
+	call->len = regs->regs[2];
 #else
 #error "sock.bpf.c: the syscall argument registers of this architecture are not known"
 #endif
@@ -290,24 +289,20 @@ static __always_inline int ld_io_exit(void *ctx, __u8 syscall, __u8 dir, enum ld
 	__u32 zero = 0;
 	struct ld_sock_cpu *cpu;
 	struct ld_sock_call *call;
-	__u64 args[3];
 
 	if (!ld_is_target(bpf_get_current_pid_tgid() >> 32))
 		return 0;
 	cpu = bpf_map_lookup_elem(&ld_sock_percpu, &zero);
-	if (!cpu || !ld_call_args(args))
+	if (!cpu || !ld_call_args(&cpu->call))
 		return 0;
 	call = &cpu->call;
-	call->fd = args[0];
-	call->buf = args[1];
-	call->len = args[2];
 	call->syscall = syscall;
 	call->dir = dir;
 	call->vec = shape != LD_SHAPE_PLAIN;
 	if (shape == LD_SHAPE_MSG) {
 		struct user_msghdr msg = {};
 
-		if (bpf_probe_read_user(&msg, sizeof(msg), (void *)args[1]))
+		if (bpf_probe_read_user(&msg, sizeof(msg), (void *)call->buf))
 			return 0;
 		call->buf = (__u64)msg.msg_iov;
 		call->len = msg.msg_iovlen;
