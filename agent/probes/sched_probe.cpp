@@ -57,7 +57,18 @@ class SchedProbe : public Probe {
     if (!typed_) {
       if (int err = open_and_load(ctx, false)) throw_libbpf_error("sched", "loading", err);
     }
-    if (int err = sched_bpf__attach(skel_.get())) throw_libbpf_error("sched", "attaching", err);
+    if (int err = attach_all(); err && typed_) {
+      // The typed programs loaded but did not attach (a kernel that loads tp_btf but cannot
+      // attach it to these tracepoints): the raw ones instead. Resetting the skeleton
+      // detaches whatever part of the typed set did attach.
+      if (err == -EPERM || err == -EACCES) throw_libbpf_error("sched", "attaching", err);
+      typed_ = false;
+      typed_attach_error_ = err;
+      if (int e = open_and_load(ctx, false)) throw_libbpf_error("sched", "loading", e);
+      if (int e = attach_all()) throw_libbpf_error("sched", "attaching", e);
+    } else if (err) {
+      throw_libbpf_error("sched", "attaching", err);
+    }
     if (!typed_) attach_switch();
     // Now, while privileged: the recorder drops CAP_SYSLOG after attaching, and kallsyms
     // then shows every address as 0 to a new reader.
@@ -82,6 +93,8 @@ class SchedProbe : public Probe {
                                     "sched_migrate_task";
     if (typed_error_)
       programs += fmt::format(" (typed ones did not load: {})", std::strerror(-typed_error_));
+    if (typed_attach_error_)
+      programs += fmt::format(" (typed ones did not attach: {})", std::strerror(-typed_attach_error_));
     return fmt::format(
         "{}; "
         "off-CPU >= {} ms itemised with waker, holder, syscall and kernel stack, shorter "
@@ -116,6 +129,15 @@ class SchedProbe : public Probe {
     int err = sched_bpf__load(skel_.get());
     if (err) skel_.reset();
     return err;
+  }
+
+  // The skeleton's auto-attached programs; LD_SCHED_FAIL_TYPED_ATTACH=1 makes the typed set
+  // fail after attaching (EOPNOTSUPP), as a kernel would that refused them: the root test of
+  // the fallback.
+  int attach_all() {
+    if (int err = sched_bpf__attach(skel_.get())) return err;
+    if (typed_ && getenv("LD_SCHED_FAIL_TYPED_ATTACH")) return -EOPNOTSUPP;
+    return 0;
   }
 
   // sched_switch has its prev_state argument since 5.18: the program that reads it fails to
@@ -165,6 +187,7 @@ class SchedProbe : public Probe {
   uint64_t user_records_ = 0;
   bool typed_ = false;        // the tp_btf programs run
   int typed_error_ = 0;       // why they did not load (a libbpf error code), if tried
+  int typed_attach_error_ = 0;  // why they loaded but did not attach
   bool legacy_state_ = false;  // pre-5.18 kernel: the switched-out state re-read from the task
 };
 

@@ -160,6 +160,16 @@ TEST_F(SchedProbe, RawTracepointProgramsNameTheHog) {
   EXPECT_EQ(reason_.rfind("raw tracepoints sched_switch", 0), 0u) << reason_;
 }
 
+// Typed programs that load but do not attach (simulated: they attach, then the loader is told
+// they failed) give way to the raw ones, and the probe records as before.
+TEST_F(SchedProbe, TypedProgramsThatDoNotAttachGiveWayToRawOnes) {
+  setenv("LD_SCHED_FAIL_TYPED_ATTACH", "1", 1);
+  expect_preempted_by_fifo_hog();
+  unsetenv("LD_SCHED_FAIL_TYPED_ATTACH");
+  EXPECT_EQ(reason_.rfind("raw tracepoints sched_switch", 0), 0u) << reason_;
+  EXPECT_NE(reason_.find("typed ones did not attach"), std::string::npos) << reason_;
+}
+
 void SchedProbe::expect_preempted_by_fifo_hog() {
   Child wl({workload_path("sched_cpu_hog")});
   Recorded rec = record(wl);
