@@ -40,7 +40,8 @@ for _ in $(seq 100); do grep -q "listening on" "$work/server.out" && break; slee
 port=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.out")
 "$ld" record --pid "$server_pid" --duration 20s -o "$work/real.ldtrace" 2>"$work/record.err" &
 rec=$!
-for _ in $(seq 400); do grep -q "attached to pid" "$work/record.err" && break; sleep 0.05; done
+. bench/lib.sh  # wait_attached
+wait_attached "$work/record.err" || exit 2
 # More load than 20 s can serve: the recording ends first, then the load is stopped.
 "$ld" bench --url "http://127.0.0.1:$port/v1/completions" --requests 400 --concurrency 2 \
   --max-tokens 100 --quiet >/dev/null 2>&1 &

@@ -22,7 +22,7 @@
 #   condition alike (~0.1 us an event). Do not run anything else meanwhile: it shows up.
 # Prints per condition: median tokens/s, the median of its ratios to the none run of the same
 # round, the same for the server's CPU per token, and the pooled gap quantiles
-# (bench/gap_tail.py).
+# (bench/gap_tail.py), and the steal time per run (OUT/steal: round, condition, USER_HZ ticks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:?rounds}; shift
@@ -33,6 +33,7 @@ ld=./build/latency-doctor
 work=${OUT:-$(mktemp -d)}
 mkdir -p "$work"
 : >"$work/results"
+: >"$work/steal"
 . bench/lib.sh  # start_server, load
 start_server
 sleep 1000000 &
@@ -59,6 +60,10 @@ if [ -n "${TRACE:-}" ]; then
   for e in sched_switch sched_wakeup sched_wakeup_new sched_migrate_task; do echo 1 >$T/events/sched/$e/enable; done
 fi
 
+# The hypervisor's steal time of both CPUs, in USER_HZ ticks (/proc/stat): how much of a run
+# the host took from this VM, which no condition can cause or avoid.
+steal_ticks() { awk '/^cpu /{print $9}' /proc/stat; }
+
 run_condition() {  # cond round index
   local cond=$1 agent=$ld pid=$server_pid stop="" probes extra="" ap="" burner=""
   if [[ "$cond" == burn@* ]]; then
@@ -82,9 +87,11 @@ run_condition() {  # cond round index
   fi
   local log="$work/tok_$2_$3.jsonl"
   trace_on
-  local tput p99 cpu
+  local tput p99 cpu steal0
+  steal0=$(steal_ticks)
   read -r tput p99 cpu < <(load "$log" "${REQUESTS:-60}" "${CONCURRENCY:-2}")
   echo "$2 $1 $tput $cpu $log" >>"$work/results"
+  echo "$2 $1 $(($(steal_ticks) - steal0))" >>"$work/steal"
   trace_off "$work/trace_$2_$3.txt"
   if [ -n "$ap" ]; then kill -CONT "$ap"; kill -INT "$ap"; wait "$ap" || true; fi
   if [ -n "$burner" ]; then kill -TERM "$burner"; wait "$burner" || true; fi
@@ -99,6 +106,7 @@ for r in $(seq "$rounds"); do
   done
 done
 python3 bench/gap_tail.py "$work/results"
+awk -v hz="$(getconf CLK_TCK)" '{n[$2]++; s[$2] += $3} END {for (c in n) printf "%s: steal %.1f ms per run (both CPUs)\n", c, s[c] * 1000 / hz / n[c]}' "$work/steal"
 for f in "$work"/burn_*; do  # CPU seconds and wall seconds per run of each burner
   if [ -e "$f" ]; then awk -v n="${f##*/}" '{c += $1; w += $2} END {printf "%s: %.2f%% of one CPU over %d runs\n", n, 100 * c / w, NR}' "$f"; fi
 done

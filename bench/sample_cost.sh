@@ -53,6 +53,7 @@ int main(int argc, char **argv) {
 }
 EOF
 cc -O2 -pthread -o "$work/spin" "$work/spin.c"
+. bench/lib.sh  # wait_attached
 conds=(none "${rates[@]}")
 : >"$work/results"
 for r in $(seq "$rounds"); do
@@ -66,7 +67,7 @@ for r in $(seq "$rounds"); do
       ./build/latency-doctor attach --pid "$target" --probes perf --sample-hz "$c" --duration 10m \
         --format json -o "$work/agent.json" 2>"$work/agent.err" &
       agent=$!
-      for _ in $(seq 400); do grep -q "attached to pid" "$work/agent.err" && break; sleep 0.05; done
+      wait_attached "$work/agent.err" || exit 2
       sleep 0.5
     fi
     kill -USR1 "$target"

@@ -7,8 +7,8 @@ For each condition of the run (OUT/results), over its runs' traces (OUT/trace_R_
   token by its length, and on the (a) load a token delayed by more than ~0.15 ms lands
   past the TPOT p99;
 - the server threads' preemptions (switched out runnable, until back on a CPU), by length,
-  with what ran on that CPU meanwhile (by comm; the bench client and the agent are both
-  "latency-doctor");
+  with what ran on that CPU meanwhile (by comm; the agent's threads, whose comm is the bench
+  client's "latency-doctor", as "agent");
 - the bench client's waits for a CPU (woken or preempted, until on a CPU), by length, with
   what ran on that CPU just before it: its token timestamps are taken when it runs, so a
   late client makes a long gap as surely as a late server.
@@ -103,7 +103,8 @@ def analyse(events, agent_tids):
             for pid, (t0, wcpu) in waiting.items():
                 if wcpu == cpu:
                     stolen[pid][comm] += ts - max(since, t0)
-        on_cpu[cpu] = (ts, ncomm, npid)
+        # The agent's threads share the bench client's comm: name them apart.
+        on_cpu[cpu] = (ts, 'agent' if npid in agent_tids else ncomm, npid)
         if ppid in agent_tids and cpu in agent_since:
             t0, delaying = agent_since.pop(cpu)
             k = length_class(ts - t0)
