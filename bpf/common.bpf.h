@@ -24,35 +24,12 @@ struct {
 	__type(value, __u64);
 } ld_targets SEC(".maps");
 
-/* Event records to user space: one ring buffer per CPU, made by user space (it
- * splits --ringbuf-size between the online CPUs) and put in this array at the
- * CPU's index.  One ring shared by all CPUs costs every record the ring's lock,
- * its producer position and the previous record's header, all last written by
- * another CPU: on the reference VM the ring was half of a token send's exit
- * program (~0.6-1.4 us of ~1.1-2.9 us), and a machine with more CPUs contends
- * for that lock more.  A ring per CPU keeps those lines on their CPU; user space
- * merges the rings' records by time. */
-struct ld_ring {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4096); /* a template: user space makes the rings */
-};
-
+/* Event records to user space.  Size is set by user space (--ringbuf-size)
+ * with bpf_map__set_max_entries() before load. */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, 1); /* user space: the highest online CPU + 1 */
-	__type(key, __u32);
-	__array(values, struct ld_ring);
-} ld_rings SEC(".maps");
-
-/* This CPU's ring; NULL for a CPU that had none (one onlined after attach):
- * its records are dropped and counted.  A tracepoint program and its tail
- * calls do not migrate, so reserve and commit find the same ring. */
-static __always_inline void *ld_ring(void)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
-
-	return bpf_map_lookup_elem(&ld_rings, &cpu);
-}
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 * 1024 * 1024);
+} ld_events SEC(".maps");
 
 /* submitted = written + dropped, per probe, per CPU (no atomics needed). */
 struct {
@@ -108,10 +85,10 @@ static __always_inline void ld_count(__u32 probe, int dropped)
  * half full (the agent must hurry); user space also polls on a timer (1 s)
  * for the trickle that never crosses a mark.  A crossing missed because
  * another CPU reserved in between is caught by the next mark. */
-static __always_inline __u64 ld_submit_flags(void *rb, __u32 size)
+static __always_inline __u64 ld_submit_flags(__u32 size)
 {
-	__u64 ring = bpf_ringbuf_query(rb, BPF_RB_RING_SIZE);
-	__u64 avail = bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA);
+	__u64 ring = bpf_ringbuf_query(&ld_events, BPF_RB_RING_SIZE);
+	__u64 avail = bpf_ringbuf_query(&ld_events, BPF_RB_AVAIL_DATA);
 	__u64 before = avail > size ? avail - size : 0;
 
 	if (avail >= ring / 2)
@@ -125,8 +102,7 @@ static __always_inline __u64 ld_submit_flags(void *rb, __u32 size)
  * drop counted) when the ring buffer is full. */
 static __always_inline void *ld_reserve(__u32 probe, __u16 type, __u32 size)
 {
-	void *rb = ld_ring();
-	struct ld_hdr *h = rb ? bpf_ringbuf_reserve(rb, size, 0) : NULL;
+	struct ld_hdr *h = bpf_ringbuf_reserve(&ld_events, size, 0);
 	__u64 id = bpf_get_current_pid_tgid();
 
 	if (!h) {
@@ -144,8 +120,6 @@ static __always_inline void *ld_reserve(__u32 probe, __u16 type, __u32 size)
 
 static __always_inline void ld_commit(__u32 probe, void *rec)
 {
-	void *rb = ld_ring();
-
 	ld_count(probe, 0);
-	bpf_ringbuf_submit(rec, rb ? ld_submit_flags(rb, ((struct ld_hdr *)rec)->size) : 0);
+	bpf_ringbuf_submit(rec, ld_submit_flags(((struct ld_hdr *)rec)->size));
 }

@@ -34,7 +34,7 @@ class ProbeUnavailable : public std::runtime_error {
 // File descriptors of the maps declared in bpf/common.bpf.h, created once per session.
 struct SharedMaps {
   int targets = -1;
-  int rings = -1;  // ld_rings: the per-CPU ring buffers
+  int events = -1;
   int counters = -1;
 };
 

@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -22,14 +21,11 @@
 
 #include <fmt/format.h>
 
-#include "audit/cpu_list.hpp"
 #include "events.h"
 #include "host/host_facts.hpp"
 #include "probes/core_btf.hpp"
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
-#include "trace/ring_merge.hpp"
-#include "util/files.hpp"
 
 namespace ld::probes {
 namespace {
@@ -94,24 +90,6 @@ class TargetBitmap {
 constexpr uint64_t kTickNs = 1'000'000'000;
 constexpr uint64_t kMinTickNs = 10'000'000;  // a probe's deadline in the past: not a busy loop
 
-// The online CPUs, which get a ring buffer each; every possible one if the list is unreadable.
-std::vector<int> ring_cpus() {
-  std::string text = util::read_file("/sys/devices/system/cpu/online");
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  if (auto cpus = audit::parse_cpu_list(text); cpus && !cpus->empty()) return *cpus;
-  std::vector<int> all(static_cast<size_t>(std::max(libbpf_num_possible_cpus(), 1)));
-  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
-  return all;
-}
-
-// Each CPU's share of --ringbuf-size: a power of two of at least a page.
-uint32_t ring_bytes_per_cpu(uint32_t total, size_t cpus) {
-  uint64_t share = total / std::max<size_t>(cpus, 1);
-  uint32_t bytes = 4096;
-  while (uint64_t(bytes) * 2 <= share) bytes *= 2;
-  return bytes;
-}
-
 struct RunningProbe {
   const ProbeInfo* info;
   std::unique_ptr<Probe> probe;
@@ -125,7 +103,7 @@ struct RunningProbe {
 
 void use_shared_maps(bpf_object* obj, const SharedMaps& shared) {
   const std::pair<const char*, int> maps[] = {{"ld_targets", shared.targets},
-                                              {"ld_rings", shared.rings},
+                                              {"ld_events", shared.events},
                                               {"ld_counters", shared.counters}};
   for (const auto& [name, fd] : maps) {
     bpf_map* map = bpf_object__find_map_by_name(obj, name);
@@ -139,16 +117,7 @@ struct ProbeSession::Impl {
   ProbeOptions options;
   RecordCallback on_record;
   std::unique_ptr<TargetBitmap> targets;
-  Fd rings, counters;                      // ld_rings (the array of the per-CPU rings), ld_counters
-  std::vector<Fd> cpu_rings;               // one ring buffer per online CPU
-  uint32_t ring_bytes = 0;                 // each one's size
-  // libbpf's callback context per ring: which ring a record came from (stable addresses).
-  struct RingSource {
-    Impl* impl;
-    size_t index;
-  };
-  std::vector<RingSource> sources;
-  trace::RingMerge merge;
+  Fd events, counters;
   std::vector<RunningProbe> probes;
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring;
   uint64_t malformed_records = 0;
@@ -156,21 +125,14 @@ struct ProbeSession::Impl {
   bool delivering = true;
 
   static int handle(void* ctx, void* data, size_t size) {
-    auto* source = static_cast<RingSource*>(ctx);
+    auto* self = static_cast<Impl*>(ctx);
     auto* hdr = static_cast<const ld_hdr*>(data);
     if (size < sizeof(ld_hdr) || hdr->size > size || hdr->size < sizeof(ld_hdr)) {
-      source->impl->malformed_records++;
+      self->malformed_records++;
       return 0;
     }
-    if (source->impl->delivering) source->impl->merge.add(source->index, *hdr);
+    if (self->delivering) self->on_record(*hdr, hdr->size);
     return 0;
-  }
-
-  // Hands the staged records up to `watermark` to the sink, in time order.
-  size_t deliver(uint64_t watermark) {
-    return merge.deliver(watermark, [this](const ld_hdr& rec, size_t size) {
-      if (delivering) on_record(rec, size);
-    });
   }
 
   EmitFn emitter() {
@@ -186,21 +148,7 @@ struct ProbeSession::Impl {
 
   void create_shared_maps() {
     targets = std::make_unique<TargetBitmap>();
-    std::vector<int> cpus = ring_cpus();
-    ring_bytes = ring_bytes_per_cpu(options.ringbuf_bytes, cpus.size());
-    for (size_t i = 0; i < cpus.size(); ++i)
-      cpu_rings.push_back(create_map(BPF_MAP_TYPE_RINGBUF, "ld_ring", 0, 0, ring_bytes));
-    LIBBPF_OPTS(bpf_map_create_opts, outer, .inner_map_fd = static_cast<__u32>(cpu_rings[0].get()));
-    int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY_OF_MAPS, "ld_rings", 4, 4,
-                            static_cast<uint32_t>(cpus.back() + 1), &outer);
-    if (fd < 0) throw_libbpf_error("shared maps", "creating", fd);
-    rings = Fd(fd);
-    for (size_t i = 0; i < cpus.size(); ++i) {
-      uint32_t key = static_cast<uint32_t>(cpus[i]);
-      uint32_t value = static_cast<uint32_t>(cpu_rings[i].get());
-      if (int err = bpf_map_update_elem(rings.get(), &key, &value, BPF_ANY))
-        throw_libbpf_error("shared maps", "filling the ring array", err);
-    }
+    events = create_map(BPF_MAP_TYPE_RINGBUF, "ld_events", 0, 0, options.ringbuf_bytes);
     counters = create_map(BPF_MAP_TYPE_PERCPU_ARRAY, "ld_counters", 4, sizeof(ld_probe_counters),
                           LD_PROBE_MAX);
     for (uint32_t tgid : options.tgids) targets->add(tgid);
@@ -281,7 +229,7 @@ struct ProbeSession::Impl {
                  const EmitFn& emit, std::exception_ptr& fatal, std::atomic<bool>& failed) {
     LIBBPF_OPTS(bpf_object_open_opts, open_opts,
                 .btf_custom_path = core.path_for(running.info->name));
-    ProbeContext ctx{options, {targets->fd(), rings.get(), counters.get()}, emit,
+    ProbeContext ctx{options, {targets->fd(), events.get(), counters.get()}, emit,
                      &open_opts};
     uint64_t begin = host::monotonic_now_ns();
     try {
@@ -347,22 +295,10 @@ ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record
       if (p.status == "unavailable") why += fmt::format("; {}: {}", p.info->name, p.reason);
     throw ProbeError(ProbeError::Kind::Unsupported, "no probe could be attached" + why);
   }
-  auto& im = *impl_;
-  im.merge = trace::RingMerge(im.cpu_rings.size());
-  im.sources.reserve(im.cpu_rings.size());
-  for (size_t i = 0; i < im.cpu_rings.size(); ++i) {
-    im.sources.push_back({&im, i});
-    int err = 0;
-    if (i == 0) {
-      im.ring.reset(ring_buffer__new(im.cpu_rings[0].get(), &Impl::handle, &im.sources[0], nullptr));
-      if (!im.ring) err = -errno;
-    } else {
-      err = ring_buffer__add(im.ring.get(), im.cpu_rings[i].get(), &Impl::handle, &im.sources[i]);
-    }
-    if (err)
-      throw ProbeError(ProbeError::Kind::Other,
-                       fmt::format("opening the ring buffers failed: {}", std::strerror(-err)));
-  }
+  impl_->ring.reset(ring_buffer__new(impl_->events.get(), &Impl::handle, impl_.get(), nullptr));
+  if (!impl_->ring)
+    throw ProbeError(ProbeError::Kind::Other,
+                     fmt::format("opening the ring buffer failed: {}", std::strerror(errno)));
 }
 
 ProbeSession::~ProbeSession() = default;
@@ -375,16 +311,10 @@ int ProbeSession::poll(int timeout_ms) {
     if (timeout_ms < 0 || until_tick_ms < static_cast<uint64_t>(timeout_ms))
       timeout_ms = static_cast<int>(until_tick_ms);
   }
-  // Wait, then read every ring: the kernel side wakes us only at marks of a ring's unread
-  // data, and the merge needs all rings read up to one moment. Records stamped after that
-  // moment wait for the next drain (trace/ring_merge.hpp).
-  epoll_event ready[8];
-  int n = epoll_wait(ring_buffer__epoll_fd(impl_->ring.get()), ready, 8, timeout_ms);
-  if (n < 0 && errno != EINTR) return -errno;
-  const uint64_t drained_at = host::monotonic_now_ns();
+  int n = ring_buffer__poll(impl_->ring.get(), timeout_ms);
+  if (n < 0 && n != -EINTR) return n;
+  // The kernel side wakes us only at marks of unread data; take what is there regardless.
   int more = ring_buffer__consume(impl_->ring.get());
-  if (more < 0) return more;
-  impl_->deliver(drained_at);
   now = host::monotonic_now_ns();
   if (now >= impl_->next_tick) {
     auto emit = impl_->emitter();
@@ -401,18 +331,15 @@ int ProbeSession::poll(int timeout_ms) {
     }
     impl_->next_tick = next;
   }
-  return more;
+  return std::max(n, 0) + std::max(more, 0);
 }
 
 void ProbeSession::finish() {
-  // Every record the kernel holds, then what the probes keep in maps (after them in time).
   while (poll(0) > 0) {}
-  impl_->deliver(UINT64_MAX);
   auto emit = impl_->emitter();
   for (auto& p : impl_->probes)
     if (p.probe) p.probe->finish(emit);
   while (poll(0) > 0) {}
-  impl_->deliver(UINT64_MAX);
 }
 
 void ProbeSession::stop_delivery() { impl_->delivering = false; }
