@@ -60,10 +60,6 @@ if [ -n "${TRACE:-}" ]; then
   for e in sched_switch sched_wakeup sched_wakeup_new sched_migrate_task; do echo 1 >$T/events/sched/$e/enable; done
 fi
 
-# The hypervisor's steal time of both CPUs, in USER_HZ ticks (/proc/stat): how much of a run
-# the host took from this VM, which no condition can cause or avoid.
-steal_ticks() { awk '/^cpu /{print $9}' /proc/stat; }
-
 run_condition() {  # cond round index
   local cond=$1 agent=$ld pid=$server_pid stop="" probes extra="" ap="" burner=""
   if [[ "$cond" == burn@* ]]; then

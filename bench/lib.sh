@@ -35,3 +35,17 @@ wait_attached() {
   cat "$1" >&2
   return 1
 }
+
+# The hypervisor's steal time of both CPUs so far, in USER_HZ ticks (/proc/stat): what the
+# host took from this VM. On the reference VM a run's TPOT p99 follows it (r = 0.85-0.89 over
+# the 120 rounds of 2026-12-02 01:11), and no condition can cause or avoid it.
+steal_ticks() { awk '/^cpu /{print $9}' /proc/stat; }
+
+# load, with the run's steal time appended (ms) to $work/steal_$1: steal_load COND LOG [...]
+steal_load() {
+  local cond=$1 s0
+  shift
+  s0=$(steal_ticks)
+  load "$@"
+  echo $((($(steal_ticks) - s0) * 1000 / $(getconf CLK_TCK))) >>"$work/steal_$cond"
+}

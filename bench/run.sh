@@ -52,6 +52,7 @@ PY
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+mean_of() { awk '{s += $1} END {if (NR) printf "%.1f", s / NR; else print "n/a"}' "$work/$1" 2>/dev/null || echo n/a; }
 
 start_server
 load "$work/tok_warm.jsonl" >/dev/null  # warm-up
@@ -59,11 +60,11 @@ load "$work/tok_warm.jsonl" >/dev/null  # warm-up
 echo "bench: (a) $pairs paired runs, without / with the agent (order alternates)"
 for i in $(seq "$pairs"); do
   if [ $((i % 2)) -eq 1 ]; then
-    load "$work/tok_none_$i.jsonl" >>"$work/none"; start_agent
-    load "$work/tok_with_$i.jsonl" >>"$work/with"; stop_agent
+    steal_load none "$work/tok_none_$i.jsonl" >>"$work/none"; start_agent
+    steal_load with "$work/tok_with_$i.jsonl" >>"$work/with"; stop_agent
   else
-    start_agent; load "$work/tok_with_$i.jsonl" >>"$work/with"; stop_agent
-    load "$work/tok_none_$i.jsonl" >>"$work/none"
+    start_agent; steal_load with "$work/tok_with_$i.jsonl" >>"$work/with"; stop_agent
+    steal_load none "$work/tok_none_$i.jsonl" >>"$work/none"
   fi
 done
 logs() { for i in $(seq "$pairs"); do printf '%s,' "$work/tok_$1_$i.jsonl"; done; }
@@ -94,7 +95,7 @@ tool biolatency "$tool_secs" 1
 tool syscount -p "$server_pid" -d "$tool_secs"
 sleep 3
 for pid in $(cat "$work/tool_pids"); do kill -0 "$pid" 2>/dev/null || true; done
-for i in $(seq "$pairs"); do load "$work/tok_tools_$i.jsonl" >>"$work/tools"; done
+for i in $(seq "$pairs"); do steal_load tools "$work/tok_tools_$i.jsonl" >>"$work/tools"; done
 for pid in $(cat "$work/tool_pids"); do kill -INT "$pid" 2>/dev/null || true; done
 sleep 1
 for name in runqlat offcputime biolatency syscount; do
@@ -198,6 +199,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%+.2f%%", (a / b - 1) * 100}';
   echo "- pooled TPOT p99 difference, 90% paired bootstrap interval over runs: with agent $(pool pool_with p99_ratio_90ci_pct | sed 's/ / to /')%, libbpf-tools $(pool pool_tools p99_ratio_90ci_pct | sed 's/ / to /')% ($(pool pool_with base_gaps) gaps without, $(pool pool_with other_gaps) with)"
   echo "- paired (median of the $pairs with/without pairs' ratios): tokens/s $(printf '%+.2f' "$paired_tput")%, TPOT p99 $(printf '%+.2f' "$paired_p99")%, server CPU per token $(printf '%+.2f' "$paired_cpu")%"
   echo "- runs (tokens/s, TPOT p99 ms, server CPU ms/token): without: $(paste -sd';' "$work/none"); with: $(paste -sd';' "$work/with")"
+  echo "- hypervisor steal per run, both CPUs, mean ms (/proc/stat; a run's p99 follows it): without $(mean_of steal_none), with $(mean_of steal_with), libbpf-tools $(mean_of steal_tools)"
   echo "- agent: attach (load + attach all probes) median $attach_ms ms; peak RSS $rss_mb MiB; lost events in the A/B runs: $lost_total"
   echo "- libbpf-tools: $tools_status"
   echo "- stress sweep (asked/s, achieved/s, lost, trace bytes):"
