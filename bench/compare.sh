@@ -22,7 +22,7 @@
 #   condition alike (~0.1 us an event). Do not run anything else meanwhile: it shows up.
 # Prints per condition: median tokens/s, the median of its ratios to the none run of the same
 # round, the same for the server's CPU per token, and the pooled gap quantiles
-# (bench/gap_tail.py), and the steal time per run (OUT/steal: round, condition, USER_HZ ticks).
+# (bench/gap_tail.py), and the steal time per run (OUT/steal: round, condition, ms).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:?rounds}; shift
@@ -87,7 +87,7 @@ run_condition() {  # cond round index
   steal0=$(steal_ticks)
   read -r tput p99 cpu < <(load "$log" "${REQUESTS:-60}" "${CONCURRENCY:-2}")
   echo "$2 $1 $tput $cpu $log" >>"$work/results"
-  echo "$2 $1 $(($(steal_ticks) - steal0))" >>"$work/steal"
+  echo "$2 $1 $((($(steal_ticks) - steal0) * 1000 / $(getconf CLK_TCK)))" >>"$work/steal"
   trace_off "$work/trace_$2_$3.txt"
   if [ -n "$ap" ]; then kill -CONT "$ap"; kill -INT "$ap"; wait "$ap" || true; fi
   if [ -n "$burner" ]; then kill -TERM "$burner"; wait "$burner" || true; fi
@@ -102,7 +102,7 @@ for r in $(seq "$rounds"); do
   done
 done
 python3 bench/gap_tail.py "$work/results"
-awk -v hz="$(getconf CLK_TCK)" '{n[$2]++; s[$2] += $3} END {for (c in n) printf "%s: steal %.1f ms per run (both CPUs)\n", c, s[c] * 1000 / hz / n[c]}' "$work/steal"
+awk '{n[$2]++; s[$2] += $3} END {for (c in n) printf "%s: steal %.1f ms per run (both CPUs)\n", c, s[c] / n[c]}' "$work/steal"
 for f in "$work"/burn_*; do  # CPU seconds and wall seconds per run of each burner
   if [ -e "$f" ]; then awk -v n="${f##*/}" '{c += $1; w += $2} END {printf "%s: %.2f%% of one CPU over %d runs\n", n, 100 * c / w, NR}' "$f"; fi
 done

@@ -38,7 +38,7 @@ wait_attached() {
 
 # The hypervisor's steal time of both CPUs so far, in USER_HZ ticks (/proc/stat): what the
 # host took from this VM. On the reference VM a run's TPOT p99 follows it (r = 0.85-0.89 over
-# the 120 rounds of 2026-12-02 01:11), and no condition can cause or avoid it.
+# the 120 rounds of 2026-12-02 01:11): recorded so that a run the host hit can be told apart.
 steal_ticks() { awk '/^cpu /{print $9}' /proc/stat; }
 
 # load, with the run's steal time appended (ms) to $work/steal_$1: steal_load COND LOG [...]

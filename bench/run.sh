@@ -199,7 +199,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%+.2f%%", (a / b - 1) * 100}';
   echo "- pooled TPOT p99 difference, 90% paired bootstrap interval over runs: with agent $(pool pool_with p99_ratio_90ci_pct | sed 's/ / to /')%, libbpf-tools $(pool pool_tools p99_ratio_90ci_pct | sed 's/ / to /')% ($(pool pool_with base_gaps) gaps without, $(pool pool_with other_gaps) with)"
   echo "- paired (median of the $pairs with/without pairs' ratios): tokens/s $(printf '%+.2f' "$paired_tput")%, TPOT p99 $(printf '%+.2f' "$paired_p99")%, server CPU per token $(printf '%+.2f' "$paired_cpu")%"
   echo "- runs (tokens/s, TPOT p99 ms, server CPU ms/token): without: $(paste -sd';' "$work/none"); with: $(paste -sd';' "$work/with")"
-  echo "- hypervisor steal per run, both CPUs, mean ms (/proc/stat; a run's p99 follows it): without $(mean_of steal_none), with $(mean_of steal_with), libbpf-tools $(mean_of steal_tools)"
+  echo "- hypervisor steal per run, both CPUs, mean ms (/proc/stat; a run's p99 follows it): without $(mean_of steal_none), with $(mean_of steal_with), libbpf-tools $(mean_of steal_tools); per run, in the order of the runs above: without $(paste -sd' ' "$work/steal_none"); with $(paste -sd' ' "$work/steal_with")"
   echo "- agent: attach (load + attach all probes) median $attach_ms ms; peak RSS $rss_mb MiB; lost events in the A/B runs: $lost_total"
   echo "- libbpf-tools: $tools_status"
   echo "- stress sweep (asked/s, achieved/s, lost, trace bytes):"
