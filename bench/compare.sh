@@ -87,7 +87,7 @@ run_condition() {  # cond round index
   steal0=$(steal_ticks)
   read -r tput p99 cpu < <(load "$log" "${REQUESTS:-60}" "${CONCURRENCY:-2}")
   echo "$2 $1 $tput $cpu $log" >>"$work/results"
-  echo "$2 $1 $((($(steal_ticks) - steal0) * 1000 / $(getconf CLK_TCK)))" >>"$work/steal"
+  echo "$2 $1 $(steal_ms_since "$steal0")" >>"$work/steal"
   trace_off "$work/trace_$2_$3.txt"
   if [ -n "$ap" ]; then kill -CONT "$ap"; kill -INT "$ap"; wait "$ap" || true; fi
   if [ -n "$burner" ]; then kill -TERM "$burner"; wait "$burner" || true; fi

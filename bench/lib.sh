@@ -40,6 +40,8 @@ wait_attached() {
 # host took from this VM. On the reference VM a run's TPOT p99 follows it (r = 0.85-0.89 over
 # the 120 rounds of 2026-12-02 01:11): recorded so that a run the host hit can be told apart.
 steal_ticks() { awk '/^cpu /{print $9}' /proc/stat; }
+# The steal since steal_ticks gave $1, in ms.
+steal_ms_since() { echo $((($(steal_ticks) - $1) * 1000 / $(getconf CLK_TCK))); }
 
 # load, with the run's steal time appended (ms) to $work/steal_$1: steal_load COND LOG [...]
 steal_load() {
@@ -47,5 +49,5 @@ steal_load() {
   shift
   s0=$(steal_ticks)
   load "$@"
-  echo $((($(steal_ticks) - s0) * 1000 / $(getconf CLK_TCK))) >>"$work/steal_$cond"
+  steal_ms_since "$s0" >>"$work/steal_$cond"
 }

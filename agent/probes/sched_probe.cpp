@@ -48,28 +48,12 @@ class SchedProbe : public Probe {
     // The typed programs where the kernel loads them (tp_btf, and sched_switch's prev_state
     // argument: 5.18), else the raw tracepoints. LD_SCHED_RAW_TP=1 (and LD_SCHED_SWITCH_LEGACY,
     // which needs them) takes the raw ones here: the root tests of those paths.
-    if (!getenv("LD_SCHED_RAW_TP") && !getenv("LD_SCHED_SWITCH_LEGACY")) {
-      int err = open_and_load(ctx, true);
-      if (err == -EPERM || err == -EACCES) throw_libbpf_error("sched", "loading", err);
-      typed_ = !err;
-      typed_error_ = err;
-    }
+    if (!getenv("LD_SCHED_RAW_TP") && !getenv("LD_SCHED_SWITCH_LEGACY")) typed_ = start_typed(ctx);
     if (!typed_) {
       if (int err = open_and_load(ctx, false)) throw_libbpf_error("sched", "loading", err);
+      if (int err = attach_all(false)) throw_libbpf_error("sched", "attaching", err);
+      attach_switch();
     }
-    if (int err = attach_all(); err && typed_) {
-      // The typed programs loaded but did not attach (a kernel that loads tp_btf but cannot
-      // attach it to these tracepoints): the raw ones instead. Resetting the skeleton
-      // detaches whatever part of the typed set did attach.
-      if (err == -EPERM || err == -EACCES) throw_libbpf_error("sched", "attaching", err);
-      typed_ = false;
-      typed_attach_error_ = err;
-      if (int e = open_and_load(ctx, false)) throw_libbpf_error("sched", "loading", e);
-      if (int e = attach_all()) throw_libbpf_error("sched", "attaching", e);
-    } else if (err) {
-      throw_libbpf_error("sched", "attaching", err);
-    }
-    if (!typed_) attach_switch();
     // Now, while privileged: the recorder drops CAP_SYSLOG after attaching, and kallsyms
     // then shows every address as 0 to a new reader.
     open_kernel_symbols();
@@ -92,9 +76,8 @@ class SchedProbe : public Probe {
                                   : "raw tracepoints sched_switch/sched_waking/sched_wakeup_new/"
                                     "sched_migrate_task";
     if (typed_error_)
-      programs += fmt::format(" (typed ones did not load: {})", std::strerror(-typed_error_));
-    if (typed_attach_error_)
-      programs += fmt::format(" (typed ones did not attach: {})", std::strerror(-typed_attach_error_));
+      programs += fmt::format(" (typed ones did not {}: {})", typed_error_stage_,
+                              std::strerror(-typed_error_));
     return fmt::format(
         "{}; "
         "off-CPU >= {} ms itemised with waker, holder, syscall and kernel stack, shorter "
@@ -131,12 +114,29 @@ class SchedProbe : public Probe {
     return err;
   }
 
+  // Loads and attaches the typed programs: true, or false (why in typed_error_) where this
+  // kernel refuses to load or to attach them, with nothing of them left loaded (the skeleton's
+  // reset detaches whatever part did attach). A permission error is fatal, not a fallback.
+  bool start_typed(ProbeContext& ctx) {
+    int err = open_and_load(ctx, true);
+    const bool loaded = !err;
+    if (loaded) err = attach_all(true);
+    if (err == -EPERM || err == -EACCES)
+      throw_libbpf_error("sched", loaded ? "attaching" : "loading", err);
+    if (err) {
+      skel_.reset();
+      typed_error_ = err;
+      typed_error_stage_ = loaded ? "attach" : "load";
+    }
+    return !err;
+  }
+
   // The skeleton's auto-attached programs; LD_SCHED_FAIL_TYPED_ATTACH=1 makes the typed set
   // fail after attaching (EOPNOTSUPP), as a kernel would that refused them: the root test of
   // the fallback.
-  int attach_all() {
+  int attach_all(bool typed) {
     if (int err = sched_bpf__attach(skel_.get())) return err;
-    if (typed_ && getenv("LD_SCHED_FAIL_TYPED_ATTACH")) return -EOPNOTSUPP;
+    if (typed && getenv("LD_SCHED_FAIL_TYPED_ATTACH")) return -EOPNOTSUPP;
     return 0;
   }
 
@@ -186,8 +186,8 @@ class SchedProbe : public Probe {
   SkelPtr<sched_bpf, sched_bpf__destroy> skel_;
   uint64_t user_records_ = 0;
   bool typed_ = false;        // the tp_btf programs run
-  int typed_error_ = 0;       // why they did not load (a libbpf error code), if tried
-  int typed_attach_error_ = 0;  // why they loaded but did not attach
+  int typed_error_ = 0;       // why they did not load or attach (a libbpf error code), if tried
+  const char* typed_error_stage_ = "";  // "load" or "attach"
   bool legacy_state_ = false;  // pre-5.18 kernel: the switched-out state re-read from the task
 };
 
