@@ -81,10 +81,10 @@ static __always_inline void ld_count(__u32 probe, int dropped)
  * and every wake-up of the agent takes a CPU from the traced server for the
  * time a batch takes to read (on a 2 ms token, ~20 wake-ups a second moved
  * the p99 gap by ~4%).  So a record wakes user space only when it takes the
- * unread data across a multiple of 1/16 of the ring, or while the ring is
- * half full (the agent must hurry); user space also polls on a timer (1 s)
- * for the trickle that never crosses a mark.  A crossing missed because
- * another CPU reserved in between is caught by the next mark. */
+ * unread data across a multiple of ring / LD_RING_WAKE_PARTS (events.h), or
+ * while the ring is half full (the agent must hurry); user space also polls on
+ * a timer (1 s) for the trickle that never crosses a mark.  A crossing
+ * missed because another CPU reserved in between is caught by the next mark. */
 static __always_inline __u64 ld_submit_flags(__u32 size)
 {
 	__u64 ring = bpf_ringbuf_query(&ld_events, BPF_RB_RING_SIZE);
@@ -93,9 +93,9 @@ static __always_inline __u64 ld_submit_flags(__u32 size)
 
 	if (avail >= ring / 2)
 		return BPF_RB_FORCE_WAKEUP;
-	/* The ring is a power of two (>= 4 KiB), so is the mark, ring / 16: the
-	 * two sides of a mark differ in a bit at or above it (no division). */
-	return (avail ^ before) >= ring / 16 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	/* The ring is a power of two (>= 4 KiB), so is the mark: the two sides
+	 * of a mark differ in a bit at or above it (no division). */
+	return (avail ^ before) >= ring / LD_RING_WAKE_PARTS ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
 /* Reserves a record of `size` bytes with its header filled; NULL (and the

@@ -38,6 +38,11 @@ typedef __s64 ld_s64;
 #define LD_TARGET_WORD(tgid) ((tgid) >> 6)
 #define LD_TARGET_BIT(tgid) (1ULL << ((tgid) & 63))
 
+/* The ring buffer wakes user space when the unread data crosses a multiple of
+ * ring / LD_RING_WAKE_PARTS (ld_submit_flags, bpf/common.bpf.h); user space
+ * drains at its own pace only while less than one part is unread. */
+#define LD_RING_WAKE_PARTS 16
+
 enum ld_event_type {
 	LD_EV_SOCK_IO = 1,   /* struct ld_sock_io: one send or receive on a socket */
 	LD_EV_SOCK_CLOSE = 2,/* struct ld_sock_close: close() of a socket fd */

@@ -27,12 +27,15 @@ uint64_t clock_ns(clockid_t clock) {
 }
 
 // State and parent pid from /proc/PID/stat; the comm field may hold spaces and ')'.
-bool read_stat(int pid, char& state, int& ppid) {
-  std::string stat = read_first_line("/proc/" + std::to_string(pid) + "/stat");
+bool parse_stat(const std::string& stat, char& state, int& ppid) {
   auto close = stat.rfind(')');
   if (close == std::string::npos || close + 4 > stat.size()) return false;
   std::istringstream rest(stat.substr(close + 2));
   return static_cast<bool>(rest >> state >> ppid);
+}
+
+bool read_stat(int pid, char& state, int& ppid) {
+  return parse_stat(read_first_line("/proc/" + std::to_string(pid) + "/stat"), state, ppid);
 }
 
 std::string cpu_model() {
@@ -83,6 +86,13 @@ std::optional<ProcessInfo> read_process(int pid) {
   if (n > 0) info.exe.assign(buf, static_cast<size_t>(n));
   info.start_mono_ns = process_start_mono_ns(pid);
   return info;
+}
+
+bool process_alive(int pid, const util::FileReader& read) {
+  char state = 0;
+  int ppid = 0;
+  return pid > 0 && parse_stat(read("/proc/" + std::to_string(pid) + "/stat"), state, ppid) &&
+         state != 'Z' && state != 'X';
 }
 
 std::vector<int> descendants(int pid) {

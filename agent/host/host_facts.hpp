@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/files.hpp"
+
 namespace ld::host {
 
 struct ProcessInfo {
@@ -20,6 +22,9 @@ struct ProcessInfo {
 
 // nullopt when the process does not exist (or is a zombie).
 std::optional<ProcessInfo> read_process(int pid);
+// Whether the process exists and is not a zombie, from /proc/PID/stat alone (read_process
+// also reads comm, the exe link and the start time: too much for a check made every second).
+bool process_alive(int pid, const util::FileReader& read);
 // Every live descendant process of `pid` (children, grandchildren, ...).
 std::vector<int> descendants(int pid);
 

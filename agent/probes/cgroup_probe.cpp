@@ -163,14 +163,15 @@ class CgroupProbe : public Probe {
     for (uint32_t tgid : targets) {
       // Membership as the kernel shows it; the directories are derived again (reading the
       // mount table, which costs more than the rest of a sample) only when it changed.
-      std::string membership = files_.read(fmt::format("/proc/{}/cgroup", tgid));
+      util::FileReader read = files_.reader();  // paced reads (util/pacing.hpp)
+      std::string membership = read(fmt::format("/proc/{}/cgroup", tgid));
       Membership& known = memberships_[tgid];
       if (membership.empty() || membership != known.text)
         known = {membership, host::find_cgroup_dirs_from("", membership)};
       const std::optional<host::CgroupDirs>& dirs = known.dirs;
       // Read after the cgroup file: an exiting task is moved to the root cgroup, so dirs read
       // from a zombie would name the root's (unlimited) quota.
-      bool alive = host::read_process(int(tgid)).has_value();
+      bool alive = host::process_alive(int(tgid), read);
       if (!alive || !dirs || dirs->cpu.empty()) {
         // Gone (exited): keep sampling its last cgroup, so the final sample at finish() still
         // covers the end of its run.

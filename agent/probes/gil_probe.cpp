@@ -27,6 +27,8 @@
 #include "probes/elf_symbols.hpp"
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
+#include "util/files.hpp"
+#include "util/pacing.hpp"
 
 namespace ld::probes {
 namespace {
@@ -61,17 +63,6 @@ struct GilLearn {  // struct ld_gil_learn
   uint32_t method;
   uint32_t learned;
 };
-
-std::string read_text(const std::string& path) {
-  FILE* f = fopen(path.c_str(), "re");
-  if (!f) return "";
-  std::string out;
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  fclose(f);
-  return out;
-}
 
 enum class Phase { Searching, NoPython, Learning, Idle, Learned, Gone };
 
@@ -178,11 +169,14 @@ class GilProbe : public Probe {
 
   // Finds the Python runtime in the process's mappings and arms the learning uprobes.
   void search(Proc& p, uint64_t now) {
-    std::string maps = read_text(fmt::format("/proc/{}/maps", p.tgid));
+    // In paced steps (util/pacing.hpp): the maps of a large server, made as they are read,
+    // and their parse are ~0.1-0.3 ms of a wake-up a server thread may be waiting behind.
+    std::string maps = util::read_file_paced(fmt::format("/proc/{}/maps", p.tgid));
     if (maps.empty()) {
       p.phase = Phase::Gone;
       return;
     }
+    util::pace();
     auto rt = find_python_runtime(maps, fmt::format("/proc/{}/root", p.tgid));
     if (!rt) {
       p.phase = now - p.added_ns < kSearchForNs ? Phase::Searching : Phase::NoPython;

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@
 #include "probes/core_btf.hpp"
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
+#include "util/pacing.hpp"
 
 namespace ld::probes {
 namespace {
@@ -85,6 +87,47 @@ class TargetBitmap {
   uint64_t* words_ = nullptr;
 };
 
+// How much of the ring buffer is unread, from its two position pages (mapped read-only: the
+// kernel advances the producer's, libbpf the consumer's). libbpf 1.1 has no call for it
+// (ring__avail_data_size came in 1.3).
+class RingFill {
+ public:
+  RingFill(int ring_fd, uint64_t ring_bytes) : ring_bytes_(ring_bytes) {
+    page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    void* pages = mmap(nullptr, 2 * page_, PROT_READ, MAP_SHARED, ring_fd, 0);
+    if (pages == MAP_FAILED) throw_libbpf_error("the ring buffer", "mapping its positions", -errno);
+    pages_ = static_cast<unsigned char*>(pages);
+  }
+  ~RingFill() { munmap(pages_, 2 * page_); }
+  RingFill(const RingFill&) = delete;
+  RingFill& operator=(const RingFill&) = delete;
+
+  uint64_t unread() const {
+    auto* consumer = reinterpret_cast<const unsigned long*>(pages_);
+    auto* producer = reinterpret_cast<const unsigned long*>(pages_ + page_);
+    unsigned long cons = __atomic_load_n(consumer, __ATOMIC_ACQUIRE);
+    unsigned long prod = __atomic_load_n(producer, __ATOMIC_ACQUIRE);
+    return prod - cons;
+  }
+  // Below the kernel's first wake-up mark: woken by the timer, or nearly caught up.
+  bool below_first_mark() const { return unread() < ring_bytes_ / LD_RING_WAKE_PARTS; }
+
+ private:
+  uint64_t ring_bytes_;
+  size_t page_ = 0;
+  unsigned char* pages_ = nullptr;
+};
+
+// The ring is read in pieces of this many records (~5-25 us of dispatch and analysis on the
+// reference VM, more when cold), each a step of paced work (util/pacing.hpp) while less than a
+// wake-up mark is unread: a second's ~3,000 records of the bench load read at once were one
+// 60-235 us stretch on a CPU a server thread waited for. A ring filling faster than that
+// (past a mark) is read without pause, so a burst loses nothing.
+constexpr uint32_t kRecordsPerPiece = 32;
+// What the record callback returns to libbpf to end a piece: libbpf stops at a callback's
+// negative return, with that record consumed, and passes the value up.
+constexpr int kPieceDone = -EAGAIN;
+
 // The tick for user-space sampling: once a second unless a probe asks sooner
 // (Probe::next_tick_ns).
 constexpr uint64_t kTickNs = 1'000'000'000;
@@ -121,18 +164,45 @@ struct ProbeSession::Impl {
   std::vector<RunningProbe> probes;
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring;
   uint64_t malformed_records = 0;
+  std::unique_ptr<RingFill> fill;
   uint64_t next_tick = 0;
   bool delivering = true;
+  uint32_t piece_left = kRecordsPerPiece;  // records until the current piece ends
 
   static int handle(void* ctx, void* data, size_t size) {
     auto* self = static_cast<Impl*>(ctx);
     auto* hdr = static_cast<const ld_hdr*>(data);
-    if (size < sizeof(ld_hdr) || hdr->size > size || hdr->size < sizeof(ld_hdr)) {
+    if (size < sizeof(ld_hdr) || hdr->size > size || hdr->size < sizeof(ld_hdr))
       self->malformed_records++;
-      return 0;
+    else if (self->delivering)
+      self->on_record(*hdr, hdr->size);
+    return --self->piece_left == 0 ? kPieceDone : 0;
+  }
+
+  // One piece (see kRecordsPerPiece): the records taken, kPieceDone if there may be more, or
+  // a libbpf error.
+  int piece() {
+    piece_left = kRecordsPerPiece;
+    return ring_buffer__consume(ring.get());
+  }
+
+  // Waits up to timeout_ms for the ring buffer to wake us (its own epoll fd: the wait is
+  // ours, so the paced stretch begins after it), then takes all it holds, in pieces; returns
+  // the records taken or an error.
+  int drain(int timeout_ms) {
+    if (timeout_ms != 0) {
+      epoll_event ev{};
+      if (epoll_wait(ring_buffer__epoll_fd(ring.get()), &ev, 1, timeout_ms) < 0 && errno != EINTR)
+        return -errno;  // EINTR: a signal ended the wait; still take what is there
     }
-    if (self->delivering) self->on_record(*hdr, hdr->size);
-    return 0;
+    util::pace_begin();
+    int taken = 0;
+    while (true) {
+      int n = piece();
+      if (n != kPieceDone) return n < 0 ? n : taken + n;
+      taken += int(kRecordsPerPiece);
+      if (fill->below_first_mark()) util::pace();
+    }
   }
 
   EmitFn emitter() {
@@ -299,6 +369,7 @@ ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record
   if (!impl_->ring)
     throw ProbeError(ProbeError::Kind::Other,
                      fmt::format("opening the ring buffer failed: {}", std::strerror(errno)));
+  impl_->fill = std::make_unique<RingFill>(impl_->events.get(), impl_->options.ringbuf_bytes);
 }
 
 ProbeSession::~ProbeSession() = default;
@@ -311,27 +382,24 @@ int ProbeSession::poll(int timeout_ms) {
     if (timeout_ms < 0 || until_tick_ms < static_cast<uint64_t>(timeout_ms))
       timeout_ms = static_cast<int>(until_tick_ms);
   }
-  int n = ring_buffer__poll(impl_->ring.get(), timeout_ms);
-  if (n < 0 && n != -EINTR) return n;
-  // The kernel side wakes us only at marks of unread data; take what is there regardless.
-  int more = ring_buffer__consume(impl_->ring.get());
+  int n = impl_->drain(timeout_ms);
+  if (n < 0) return n;
   now = host::monotonic_now_ns();
   if (now >= impl_->next_tick) {
     auto emit = impl_->emitter();
     uint64_t next = now + kTickNs;
     for (auto& p : impl_->probes) {
       if (!p.probe) continue;
-      // Between pieces of the tick's work (the ring, each probe's /proc and cgroup reads,
-      // 0.1-0.3 ms each), give the CPU to whoever waits for it: a busy server thread we took
-      // it from then waits out one piece, not all of them (all at once, ~0.6 ms once a second
-      // delayed one token of each wake-up past the TPOT p99). Returns at once when no one waits.
-      sched_yield();
+      // Each probe's tick is a step of paced work (util/pacing.hpp), and the file reads
+      // within it are steps too: all of a second's work at once (~0.6 ms) delayed one token
+      // of each wake-up past the TPOT p99.
+      util::pace();
       p.probe->tick(now, emit);
       next = std::min(next, std::max(p.probe->next_tick_ns(now), now + kMinTickNs));
     }
     impl_->next_tick = next;
   }
-  return std::max(n, 0) + std::max(more, 0);
+  return n;
 }
 
 void ProbeSession::finish() {

@@ -20,6 +20,7 @@
 #include "probes/privileges.hpp"
 #include "probes/probe_session.hpp"
 #include "trace/trace_file.hpp"
+#include "util/pacing.hpp"
 
 namespace ld::probes {
 namespace {
@@ -249,10 +250,13 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     bool all_exited = true;
     for (const auto& w : watches) all_exited = all_exited && w.exited();
     if (all_exited) { result.stop_reason = "target-exit"; break; }
+    // Steps of paced work (util/pacing.hpp), like the probes' ticks before them.
     if (writer && write_error.empty() && now - last_flush >= 1000000000ULL) {
+      util::pace();
       try { writer->flush(); } catch (const std::exception& e) { write_error = e.what(); }
       last_flush = now;
     }
+    util::pace();
     progress.tick(now, start, options.duration_ms, status ? status() : "");
   }
   // Take what the kernel still holds before reading the counters: nothing is left behind.

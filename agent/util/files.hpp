@@ -10,6 +10,11 @@ namespace ld::util {
 // The file's contents, or "" when it cannot be read.
 std::string read_file(const std::string& path);
 
+// read_file in steps of paced work (util/pacing.hpp), 1 KiB at a time: for files that the
+// kernel makes as they are read and that can be long, such as /proc/PID/maps. Read
+// sequentially (a seq_file read at another offset walks again from the start).
+std::string read_file_paced(const std::string& path);
+
 // How host code reads a file: read_file, or a FileCache's read.
 using FileReader = std::function<std::string(const std::string& path)>;
 
@@ -30,10 +35,9 @@ class FileCache {
 
   // The file's contents, or "" when it cannot be read.
   std::string read(const std::string& path);
-  // A reader for host functions; valid while this cache lives. Each read first gives the CPU
-  // to whoever waits for it (sched_yield, at once when no one does), so that a busy thread of
-  // the target the agent took the CPU from waits out one file's read (10-100 us), not a whole
-  // sample of several files.
+  // A reader for host functions; valid while this cache lives. Each read is a step of paced
+  // work (util/pacing.hpp): a busy thread of the target the agent took the CPU from waits out
+  // a file's read or two (10-100 us each, cold), not a whole sample of several files.
   FileReader reader();
   size_t open_files() const { return fds_.size(); }
 

@@ -1,15 +1,19 @@
 // util::read_file and util::FileCache: whole-file reads, files kept open and read again.
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "host/host_facts.hpp"
 #include "util/files.hpp"
+#include "util/pacing.hpp"
 
 namespace ld::util {
 namespace {
@@ -73,6 +77,46 @@ TEST_F(Files, ReaderReadsThroughTheCache) {
   FileReader read = cache.reader();
   EXPECT_EQ(read(dir_ + "/a"), "via reader");
   EXPECT_EQ(cache.open_files(), 1u);
+}
+
+TEST_F(Files, PacedReadGivesTheWholeFile) {
+  write("a", std::string(5000, 'y') + "end");  // several 1 KiB steps
+  EXPECT_EQ(read_file_paced(dir_ + "/a"), std::string(5000, 'y') + "end");
+  EXPECT_EQ(read_file_paced(dir_ + "/missing"), "");
+  // A seq_file read in steps: the same text as one read (the first line, to stay stable).
+  std::string maps = read_file_paced("/proc/self/maps");
+  ASSERT_FALSE(maps.empty());
+  EXPECT_EQ(maps.substr(0, maps.find('\n')), read_file("/proc/self/maps").substr(0, maps.find('\n')));
+}
+
+TEST(Pacing, YieldsOnlyOnceTheBudgetIsSpent) {
+  pace_begin();
+  auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(2 * kPaceBudgetNs);
+  while (std::chrono::steady_clock::now() < until) {}
+  EXPECT_TRUE(pace());  // spent: yields
+  // A fresh stretch does not yield (a preemption between the two calls could spend it: one
+  // of many tries is enough).
+  bool kept_the_cpu = false;
+  for (int i = 0; i < 100 && !kept_the_cpu; ++i) {
+    pace_begin();
+    kept_the_cpu = !pace();
+  }
+  EXPECT_TRUE(kept_the_cpu);
+}
+
+TEST(ProcessAlive, TellsLiveFromZombieAndGone) {
+  FileCache cache;
+  FileReader read = cache.reader();
+  EXPECT_TRUE(host::process_alive(getpid(), read));
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, child, &info, WEXITED | WNOWAIT), 0);  // exited, not reaped: a zombie
+  EXPECT_FALSE(host::process_alive(child, read));
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  EXPECT_FALSE(host::process_alive(child, read));
+  EXPECT_FALSE(host::process_alive(0, read));
 }
 
 }  // namespace
