@@ -87,7 +87,7 @@ class CgroupProbe : public Probe {
   }
 
   void tick(uint64_t, const EmitFn& emit) override {
-    if (sampler_done_) {  // the quota went away: back to sampling here
+    if (sampler_done_ && sampler_.joinable()) {  // the quota went away: back to sampling here
       sampler_.join();
       sampler_done_ = false;
     }

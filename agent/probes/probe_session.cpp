@@ -167,6 +167,7 @@ struct ProbeSession::Impl {
   std::unique_ptr<RingFill> fill;
   uint64_t next_tick = 0;
   bool delivering = true;
+  bool finished = false;  // the probes' finish() ran: no tick after it
   uint32_t piece_left = kRecordsPerPiece;  // records until the current piece ends
 
   static int handle(void* ctx, void* data, size_t size) {
@@ -385,7 +386,7 @@ int ProbeSession::poll(int timeout_ms) {
   int n = impl_->drain(timeout_ms);
   if (n < 0) return n;
   now = host::monotonic_now_ns();
-  if (now >= impl_->next_tick) {
+  if (now >= impl_->next_tick && !impl_->finished) {
     auto emit = impl_->emitter();
     uint64_t next = now + kTickNs;
     for (auto& p : impl_->probes) {
@@ -407,6 +408,7 @@ void ProbeSession::finish() {
   auto emit = impl_->emitter();
   for (auto& p : impl_->probes)
     if (p.probe) p.probe->finish(emit);
+  impl_->finished = true;  // a tick now would sample again what finish() closed
   while (poll(0) > 0) {}
 }
 
