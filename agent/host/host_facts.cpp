@@ -75,9 +75,7 @@ uint64_t process_start_mono_ns(int pid) {
 }  // namespace
 
 std::optional<ProcessInfo> read_process(int pid) {
-  char state = 0;
-  int ppid = 0;
-  if (pid <= 0 || !read_stat(pid, state, ppid) || state == 'Z' || state == 'X') return std::nullopt;
+  if (!process_alive(pid, util::read_file)) return std::nullopt;
   ProcessInfo info;
   info.pid = pid;
   info.comm = read_first_line("/proc/" + std::to_string(pid) + "/comm");

@@ -160,10 +160,10 @@ class CgroupProbe : public Probe {
       targets = targets_;
     }
     std::vector<Watched> next;
+    util::FileReader read = files_.reader();  // paced reads (util/pacing.hpp)
     for (uint32_t tgid : targets) {
       // Membership as the kernel shows it; the directories are derived again (reading the
       // mount table, which costs more than the rest of a sample) only when it changed.
-      util::FileReader read = files_.reader();  // paced reads (util/pacing.hpp)
       std::string membership = read(fmt::format("/proc/{}/cgroup", tgid));
       Membership& known = memberships_[tgid];
       if (membership.empty() || membership != known.text)

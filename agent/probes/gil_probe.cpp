@@ -28,7 +28,6 @@
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
 #include "util/files.hpp"
-#include "util/pacing.hpp"
 
 namespace ld::probes {
 namespace {
@@ -169,14 +168,14 @@ class GilProbe : public Probe {
 
   // Finds the Python runtime in the process's mappings and arms the learning uprobes.
   void search(Proc& p, uint64_t now) {
-    // In paced steps (util/pacing.hpp): the maps of a large server, made as they are read,
-    // and their parse are ~0.1-0.3 ms of a wake-up a server thread may be waiting behind.
+    // In paced steps (util/pacing.hpp; the last one comes before the parse): the maps of a
+    // large server, made as they are read, and their parse are ~0.1-0.3 ms of a wake-up a
+    // server thread may be waiting behind.
     std::string maps = util::read_file_paced(fmt::format("/proc/{}/maps", p.tgid));
     if (maps.empty()) {
       p.phase = Phase::Gone;
       return;
     }
-    util::pace();
     auto rt = find_python_runtime(maps, fmt::format("/proc/{}/root", p.tgid));
     if (!rt) {
       p.phase = now - p.added_ns < kSearchForNs ? Phase::Searching : Phase::NoPython;

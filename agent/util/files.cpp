@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <optional>
 
@@ -12,18 +13,22 @@ namespace ld::util {
 
 namespace {
 
-// The whole file from offset 0, or nullopt when a read fails.
-std::optional<std::string> read_from_start(int fd) {
+// The whole file from offset 0, or nullopt when a read fails. Paced: `chunk` bytes a read, each
+// a step of paced work (util/pacing.hpp). The offsets are sequential, so a seq_file goes on
+// from where it stopped instead of walking again from the start.
+std::optional<std::string> read_from_start(int fd, size_t chunk = 4096, bool paced = false) {
   std::string text;
-  char chunk[4096];
+  char buf[4096];
+  chunk = std::min(chunk, sizeof(buf));
   off_t offset = 0;
   while (true) {
-    ssize_t n = pread(fd, chunk, sizeof(chunk), offset);
+    ssize_t n = pread(fd, buf, chunk, offset);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return std::nullopt;
     if (n == 0) return text;
-    text.append(chunk, size_t(n));
+    text.append(buf, size_t(n));
     offset += n;
+    if (paced) pace();
   }
 }
 
@@ -45,17 +50,10 @@ std::string read_file_paced(const std::string& path) {
   int fd = open_for_reading(path);
   if (fd < 0) return "";
   pace();  // opening /proc/PID/maps checks ptrace access and takes the mm: ~0.1 ms cold
-  std::string text;
-  char chunk[1024];  // a seq_file makes about as much as is asked per read
-  while (true) {
-    ssize_t n = read(fd, chunk, sizeof(chunk));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(chunk, size_t(n));
-    pace();
-  }
+  // 1 KiB: a seq_file makes about as much as is asked per read.
+  std::optional<std::string> text = read_from_start(fd, 1024, /*paced=*/true);
   close(fd);
-  return text;
+  return text.value_or("");
 }
 
 FileCache::~FileCache() { close_all(); }

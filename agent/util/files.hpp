@@ -11,8 +11,7 @@ namespace ld::util {
 std::string read_file(const std::string& path);
 
 // read_file in steps of paced work (util/pacing.hpp), 1 KiB at a time: for files that the
-// kernel makes as they are read and that can be long, such as /proc/PID/maps. Read
-// sequentially (a seq_file read at another offset walks again from the start).
+// kernel makes as they are read and that can be long, such as /proc/PID/maps.
 std::string read_file_paced(const std::string& path);
 
 // How host code reads a file: read_file, or a FileCache's read.
