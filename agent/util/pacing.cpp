@@ -18,8 +18,10 @@ uint64_t monotonic_ns() {
 
 void pace_begin() { stretch_began_ns = monotonic_ns(); }
 
+bool pace_due() { return monotonic_ns() - stretch_began_ns >= kPaceBudgetNs; }
+
 bool pace() {
-  if (monotonic_ns() - stretch_began_ns < kPaceBudgetNs) return false;
+  if (!pace_due()) return false;
   sched_yield();
   pace_begin();
   return true;
