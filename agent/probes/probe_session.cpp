@@ -118,16 +118,12 @@ class RingFill {
   unsigned char* pages_ = nullptr;
 };
 
-// The ring is read in pieces, each a step of paced work (util/pacing.hpp) while less than a
+// The ring is read in pieces of this many records (~5-25 us of dispatch and analysis on the
+// reference VM, more when cold), each a step of paced work (util/pacing.hpp) while less than a
 // wake-up mark is unread: a second's ~3,000 records of the bench load read at once were one
-// 60-235 us stretch on a CPU a server thread waited for. A piece ends after this many records
-// (~5-25 us of dispatch and analysis on the reference VM when warm), or sooner once the paced
-// stretch has spent its budget: right after a wake-up the records are cold (~8 us each on
-// average, a few 85-97 us), and 32 of them were one 100-250 us step. A ring filling faster
-// than that (past a mark) is read without pause, so a burst loses nothing.
+// 60-235 us stretch on a CPU a server thread waited for. A ring filling faster than that
+// (past a mark) is read without pause, so a burst loses nothing.
 constexpr uint32_t kRecordsPerPiece = 32;
-// How often a paced piece reads the clock (a vDSO call, ~30 ns here): every few records.
-constexpr uint32_t kRecordsPerClockRead = 4;
 // What the record callback returns to libbpf to end a piece: libbpf stops at a callback's
 // negative return, with that record consumed, and passes the value up.
 constexpr int kPieceDone = -EAGAIN;
@@ -172,8 +168,7 @@ struct ProbeSession::Impl {
   uint64_t next_tick = 0;
   bool delivering = true;
   bool finished = false;  // the probes' finish() ran: no tick after it
-  uint32_t piece_taken = 0;  // records of the current piece
-  bool piece_paced = false;  // the current piece ends on time too (see kRecordsPerPiece)
+  uint32_t piece_left = kRecordsPerPiece;  // records until the current piece ends
 
   static int handle(void* ctx, void* data, size_t size) {
     auto* self = static_cast<Impl*>(ctx);
@@ -182,20 +177,13 @@ struct ProbeSession::Impl {
       self->malformed_records++;
     else if (self->delivering)
       self->on_record(*hdr, hdr->size);
-    return self->piece_ends() ? kPieceDone : 0;
+    return --self->piece_left == 0 ? kPieceDone : 0;
   }
 
-  bool piece_ends() {
-    ++piece_taken;
-    if (piece_taken >= kRecordsPerPiece) return true;
-    return piece_paced && piece_taken % kRecordsPerClockRead == 0 && util::pace_due();
-  }
-
-  // One piece (see kRecordsPerPiece), paced or not: kPieceDone if there may be more, else
-  // what libbpf returned (the records taken, or an error); piece_taken counts them either way.
-  int piece(bool paced) {
-    piece_taken = 0;
-    piece_paced = paced;
+  // One piece (see kRecordsPerPiece): the records taken, kPieceDone if there may be more, or
+  // a libbpf error.
+  int piece() {
+    piece_left = kRecordsPerPiece;
     return ring_buffer__consume(ring.get());
   }
 
@@ -211,12 +199,10 @@ struct ProbeSession::Impl {
     util::pace_begin();
     int taken = 0;
     while (true) {
-      bool paced = fill->below_first_mark();
-      int n = piece(paced);
-      if (n < 0 && n != kPieceDone) return n;
-      taken += int(piece_taken);
-      if (n != kPieceDone) return taken;
-      if (paced) util::pace();
+      int n = piece();
+      if (n != kPieceDone) return n < 0 ? n : taken + n;
+      taken += int(kRecordsPerPiece);
+      if (fill->below_first_mark()) util::pace();
     }
   }
 

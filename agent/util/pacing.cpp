@@ -18,10 +18,8 @@ uint64_t monotonic_ns() {
 
 void pace_begin() { stretch_began_ns = monotonic_ns(); }
 
-bool pace_due() { return monotonic_ns() - stretch_began_ns >= kPaceBudgetNs; }
-
 bool pace() {
-  if (!pace_due()) return false;
+  if (monotonic_ns() - stretch_began_ns < kPaceBudgetNs) return false;
   sched_yield();
   pace_begin();
   return true;

@@ -20,9 +20,6 @@ inline constexpr uint64_t kPaceBudgetNs = 30'000;
 
 // A stretch begins: after a wait that blocked (poll) or a yield.
 void pace_begin();
-// Has the current stretch lasted kPaceBudgetNs? (For work that can stop anywhere, such as the
-// ring buffer's records, to end its step on time rather than after a fixed amount.)
-bool pace_due();
 // Yields when the current stretch has lasted kPaceBudgetNs (and begins the next); true if it
 // yielded.
 bool pace();
