@@ -47,10 +47,11 @@ trace_off() { [ -z "${TRACE:-}" ] || { echo 0 >$T/tracing_on; gzip -1 -c $T/trac
 trace_restore() {  # the tracing settings as they were
   [ -z "${TRACE:-}" ] || [ -z "${saved_kb:-}" ] || {
     echo 0 >$T/tracing_on; echo 0 >$T/events/sched/enable; echo "$saved_clock" >$T/trace_clock
-    echo "$saved_kb" >$T/buffer_size_kb; echo 1 >$T/tracing_on; }
+    echo "$saved_kb" >$T/buffer_size_kb; echo 1 >$T/tracing_on; saved_kb=""; }
 }
 if [ -n "${TRACE:-}" ]; then
-  saved_kb=$(cat $T/buffer_size_kb)
+  # Until first used the buffer reads "7 (expanded: 1408)", which cannot be written back.
+  saved_kb=$(sed 's/.*expanded: \([0-9]*\).*/\1/' $T/buffer_size_kb)
   saved_clock=$(sed 's/.*\[\(.*\)\].*/\1/' $T/trace_clock)
   trap 'trace_restore; kill $server_pid $idle 2>/dev/null || true' EXIT
   echo 0 >$T/tracing_on
