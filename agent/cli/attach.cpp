@@ -40,7 +40,6 @@ int run_attach(const AttachOptions& o) {
   }
   options.trace_path = o.record_path;
   options.token_source = *token_source;
-  options.watched = o.live;
   try {
     auto out = Output::open(o.output);
     const rules::RuleSet rule_set = rules::load_rules(o.rules);  // a bad --rules fails before tracing

@@ -2,7 +2,7 @@
 // cgroup filesystem (v1 cpu / memory hierarchies or the v2 unified tree). User space only: the
 // kernel already keeps these counters, there is nothing to trace.
 //
-// Without a CPU quota nothing can throttle, and the session's tick (1 s, 5 s unwatched) samples (the
+// Without a CPU quota nothing can throttle, and the session's once-a-second tick samples (the
 // memory numbers, and a quota set during the run): no thread of its own, whose wake-ups would
 // be a second disturbance a second for the server's CPUs. Under a quota a period is typically
 // 100 ms, too short for that tick to place a throttled stretch: a sampler thread then reads
@@ -72,10 +72,9 @@ class CgroupProbe : public Probe {
       if (dirs && !dirs->cpu.empty()) {
         reason.clear();
         detail_ = fmt::format("cgroup {} cpu {} (memory {}), sampled every 50 ms under a CPU quota, "
-                              "else every {:g} s",
+                              "else every second",
                               dirs->cpu_v2 ? "v2" : "v1", dirs->cpu,
-                              dirs->memory.empty() ? "unreachable" : dirs->memory,
-                              double(ctx.options.tick_ns) / 1e9);
+                              dirs->memory.empty() ? "unreachable" : dirs->memory);
         break;
       }
       reason = unavailable_reason(tgid, dirs);

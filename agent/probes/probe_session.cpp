@@ -128,8 +128,9 @@ constexpr uint32_t kRecordsPerPiece = 32;
 // negative return, with that record consumed, and passes the value up.
 constexpr int kPieceDone = -EAGAIN;
 
-// The tick for user-space sampling: every ProbeOptions::tick_ns unless a probe asks sooner
+// The tick for user-space sampling: once a second unless a probe asks sooner
 // (Probe::next_tick_ns).
+constexpr uint64_t kTickNs = 1'000'000'000;
 constexpr uint64_t kMinTickNs = 10'000'000;  // a probe's deadline in the past: not a busy loop
 
 struct RunningProbe {
@@ -387,7 +388,7 @@ int ProbeSession::poll(int timeout_ms) {
   now = host::monotonic_now_ns();
   if (now >= impl_->next_tick && !impl_->finished) {
     auto emit = impl_->emitter();
-    uint64_t next = now + impl_->options.tick_ns;
+    uint64_t next = now + kTickNs;
     for (auto& p : impl_->probes) {
       if (!p.probe) continue;
       // Each probe's tick is a step of paced work (util/pacing.hpp), and the file reads
@@ -418,16 +419,6 @@ void ProbeSession::add_target(uint32_t tgid) {
   for (auto& p : impl_->probes)
     if (p.probe) p.probe->add_target(tgid);
   impl_->next_tick = 0;  // a new process may give a probe a deadline (the GIL's uprobe)
-}
-
-void ProbeSession::wake_on(int fd) {
-  // The ring's own epoll set: drain() waits on it with epoll_wait and reads the ring itself
-  // (libbpf's ring_buffer__poll, which reads the events' data as ring ids, is not used).
-  // One-shot: a process that exited stays readable, and the others may still run.
-  epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLONESHOT;
-  ev.data.fd = fd;
-  epoll_ctl(ring_buffer__epoll_fd(impl_->ring.get()), EPOLL_CTL_ADD, fd, &ev);
 }
 
 std::vector<report::ProbeStatus> ProbeSession::status() const {

@@ -37,10 +37,6 @@ struct ProbeOptions {
   uint32_t sample_hz = kDefaultSampleHz;  // the perf probe's cpu-clock rate per CPU
   std::vector<std::string> probes;     // names to enable; empty = every probe of "all"
   bool verbose = false;                // libbpf's own log on stderr
-  // How often user space wakes for the probes' sampling (tcp counters, cgroup checks) when
-  // nothing else wakes it: every wake-up costs the server a cold stretch of the agent's
-  // (docs/performance.md), so a recording nobody watches wakes less (recorder.cpp).
-  uint64_t tick_ns = 1'000'000'000;
   // Probes from outside the registry (the pipeline benchmark's producer): started like an
   // opt-in registry probe when named in `probes`, after the registry's. Never part of the
   // default set, the CLI's --probes or known_probes().
@@ -61,8 +57,6 @@ class ProbeSession {
   // the callback; returns how many. Records held back by the batched wake-up are drained too.
   int poll(int timeout_ms);
   void add_target(uint32_t tgid);
-  // Also ends poll()'s wait when `fd` becomes readable, once (a target's pidfd: its exit).
-  void wake_on(int fd);
   // Drains the ring buffer and lets each probe flush what it holds (aggregates, stacks).
   void finish();
   // Drops every record from now on: the sinks may be gone while the probes detach.

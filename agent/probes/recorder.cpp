@@ -36,7 +36,6 @@ class PidWatch {
   ~PidWatch() { if (fd_ >= 0) close(fd_); }
   PidWatch(const PidWatch&) = delete;
   PidWatch(PidWatch&& o) noexcept : pid_(o.pid_), fd_(o.fd_) { o.fd_ = -1; }
-  int fd() const { return fd_; }
   bool exited() const {
     if (fd_ < 0) return !host::read_process(pid_).has_value();
     pollfd p{fd_, POLLIN, 0};
@@ -152,17 +151,6 @@ void install_stop_signals() {
 
 bool stop_requested() { return g_stop != 0; }
 
-uint64_t wake_period_ms(const RecordOptions& options, bool stderr_is_tty) {
-  // Every wake-up of the agent costs a busy server one cold stretch of ~0.3-0.5 ms on a CPU
-  // it wanted (docs/performance.md, "Where the agent's long stretches come from"). A second is
-  // kept where someone needs it: a progress line on a terminal, live lines, a trace file
-  // flushed each second (what a SIGKILL can lose). Otherwise the probes' counters are sampled
-  // every 5 s; the ring buffer still wakes the agent when it fills, and a target's exit (its
-  // pidfd) at once.
-  const bool terminal = !options.quiet && stderr_is_tty;
-  return terminal || options.watched || !options.trace_path.empty() ? 1000 : 5000;
-}
-
 RecordResult record(const RecordOptions& options, const LiveSink& live, const StatusLine& status) {
   validate_pids(options.pids);
   std::vector<PidWatch> watches;
@@ -189,8 +177,6 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
                              .probes = options.probes,
                              .verbose = options.verbose,
                              .extra_probes = options.extra_probes};
-  const uint64_t wake_ms = wake_period_ms(options, isatty(STDERR_FILENO) == 1);
-  probe_options.tick_ns = wake_ms * 1'000'000;
   std::string write_error;
   auto sink = [&](const ld_hdr& rec, size_t size) {
     if (writer && write_error.empty()) {
@@ -220,8 +206,6 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     throw;
   }
   ProbeSession& session = *session_owner;
-  for (const auto& w : watches)
-    if (w.fd() >= 0) session.wake_on(w.fd());
   const double attach_ms = static_cast<double>(host::monotonic_now_ns() - attach_begin) / 1e6;
   if (options.children) {
     // Children forked between the scan above and the fork hook's attachment: scan again.
@@ -248,13 +232,13 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   Progress progress(options.quiet);
   uint64_t last_flush = start;
   while (true) {
-    // Wake every wake_ms (flush, progress, the probes' sampling) or when the duration ends;
-    // the ring buffer wakes us when data piles up, a target's exit and SIGINT at once.
-    int timeout_ms = static_cast<int>(wake_ms);
+    // Wake once a second (flush, progress, a target that exited: SIGINT interrupts the wait
+    // at once), or when the duration ends; the ring buffer wakes us when data piles up.
+    int timeout_ms = 1000;
     if (options.duration_ms) {
       uint64_t elapsed_ms = (host::monotonic_now_ns() - start) / 1000000;
       uint64_t left_ms = options.duration_ms > elapsed_ms ? options.duration_ms - elapsed_ms : 0;
-      timeout_ms = static_cast<int>(std::min<uint64_t>(left_ms, wake_ms));
+      timeout_ms = static_cast<int>(std::min<uint64_t>(left_ms, 1000));
     }
     session.poll(timeout_ms);
     uint64_t now = host::monotonic_now_ns();

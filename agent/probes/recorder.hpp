@@ -26,7 +26,6 @@ struct RecordOptions {
   std::vector<std::string> probes; // empty = defaults
   std::string token_source = "sse";
   bool quiet = false;
-  bool watched = false;            // someone follows it as it runs (attach --live): wake every second
   bool verbose = false;
   std::vector<ProbeInfo> extra_probes;  // see ProbeOptions::extra_probes (benchmarks only)
 };
@@ -51,10 +50,6 @@ using StatusLine = std::function<std::string()>;
 // exit 1), ProbeError / TraceError / std::runtime_error for runtime failures (exit 2).
 RecordResult record(const RecordOptions& options, const LiveSink& live,
                     const StatusLine& status = {});
-
-// How often the recording wakes when nothing else wakes it (ms): every second while a
-// terminal shows progress, --live prints or a trace file is flushed, else every 5 s.
-uint64_t wake_period_ms(const RecordOptions& options, bool stderr_is_tty);
 
 // SIGINT/SIGTERM stop a recording gracefully (the report is still produced).
 void install_stop_signals();

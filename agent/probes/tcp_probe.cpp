@@ -1,6 +1,6 @@
 // tcp: connection churn of the targets (set-up, TIME_WAIT, close, retransmits) from
 // sock:inet_sock_set_state and tcp:tcp_retransmit_*, plus the namespace-wide counters of
-// /proc/PID/net/{netstat,snmp,sockstat} (listen overflows, TIME_WAIT count) at each session tick.
+// /proc/PID/net/{netstat,snmp,sockstat} (listen overflows, TIME_WAIT count) every second.
 #include <sys/random.h>
 
 #include <bpf/bpf.h>
@@ -25,9 +25,9 @@
 namespace ld::probes {
 namespace {
 
-// The counters are sampled once a session tick (ProbeOptions::tick_ns: 1 s, or 5 s when
-// nobody watches): generating /proc/PID/net/netstat is not free, and a window's counters are
+// Once a second: generating /proc/PID/net/netstat is not free, and a window's counters are
 // bracketed by the samples around it either way.
+constexpr uint64_t kSampleEveryNs = 1'000'000'000;
 // Listening ports are scanned only at attach and for a new target: the kernel side follows
 // a target's listen() and close() of a listener itself. A scan reads /proc/PID/net/tcp{,6},
 // which walks the whole established hash (262k buckets with 24 GiB of RAM: ~5 ms of agent
@@ -57,13 +57,12 @@ class TcpProbe : public Probe {
     // The baseline: counters are cumulative, a reader wants the value at attach.
     uint64_t now = host::monotonic_now_ns();
     sample_counters(now, ctx.emit);
-    sample_every_ns_ = ctx.options.tick_ns;
-    next_sample_ = now + sample_every_ns_;
+    next_sample_ = now + kSampleEveryNs;
   }
 
   void tick(uint64_t now, const EmitFn& emit) override {
     if (now >= next_sample_) {
-      next_sample_ = now + sample_every_ns_;
+      next_sample_ = now + kSampleEveryNs;
       sample_counters(now, emit);
     }
     if (rescan_ports_) {
@@ -84,9 +83,9 @@ class TcpProbe : public Probe {
   std::string detail() const override {
     return fmt::format(
         "sock:inet_sock_set_state + tcp:tcp_retransmit_skb/synack on target sockets and "
-        "listening ports ({} found at start); /proc/PID/net counters every {:g} s; TIME_WAIT "
+        "listening ports ({} found at start); /proc/PID/net counters every second; TIME_WAIT "
         "entry inferred from FIN_WAIT2/CLOSING -> CLOSE",
-        ports_at_start_, double(sample_every_ns_) / 1e9);
+        ports_at_start_);
   }
 
  private:
@@ -150,7 +149,6 @@ class TcpProbe : public Probe {
   size_t ports_at_start_ = 0;
   bool started_ = false;
   uint64_t next_sample_ = 0;
-  uint64_t sample_every_ns_ = 1'000'000'000;
   bool rescan_ports_ = false;  // a new target: its listeners may predate it
   uint64_t user_records_ = 0;
 };
