@@ -121,6 +121,12 @@ bool is_sleep_kind(uint32_t kind) { return kind >= LD_SYS_NANOSLEEP && kind <= L
 // item) narrows the look-back to where an overlapping item can start: every window of a long
 // trace searches here, and a minute of items is thousands.
 constexpr uint64_t kLookBackNs = 60'000'000'000ULL;
+// Fresh-page faults per ms of a window's on-CPU time above which its user-mode samples are the
+// faults' cost too (~80 MB/s of new memory at 4 KiB; a server's own allocation churn stays far
+// below). Where the host shadows the guest's page tables (PVM), the hypervisor's half of each
+// fault runs outside the guest and is charged to the user instruction that faulted: measured
+// 2026-12-02, half of a 768 MiB touch read as user mode (docs/accuracy.md).
+constexpr double kDenseFaultsPerMs = 20;
 template <class V, class Start, class End, class F>
 void for_overlapping(const V& items, size_t& hint, uint64_t longest, uint64_t a, uint64_t b, Start start, End end,
                      F f) {
@@ -301,6 +307,8 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
                   });
   if (faults >= 1 && acc.with_evidence) note(acc, Cause::kKvAlloc, 0, {}, {{"faults", std::round(faults)}});
   // On-CPU samples place the rest: page faults/zeroing, reclaim, sync, network in the kernel.
+  const uint64_t uncovered = left;
+  const bool dense_faults = faults >= kDenseFaultsPerMs * ms(uncovered);
   std::array<uint32_t, kCauseCount> by_cause{};
   uint32_t samples = 0;
   auto first = t->samples.begin() + static_cast<std::ptrdiff_t>(util::partition_from(
@@ -308,9 +316,9 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
   for (auto it = first; it != t->samples.end() && it->ts_ns < b; ++it) {
     if (covered.covers(it->ts_ns)) continue;
     ++samples;
-    ++by_cause[static_cast<size_t>(it->cause)];
+    const Cause cause = dense_faults && it->cause == Cause::kCompute ? Cause::kKvAlloc : it->cause;
+    ++by_cause[static_cast<size_t>(cause)];
   }
-  const uint64_t uncovered = left;
   if (samples > 0) {
     for (size_t c = 0; c < kCauseCount; ++c) {
       if (c == static_cast<size_t>(Cause::kCompute) || by_cause[c] == 0) continue;
