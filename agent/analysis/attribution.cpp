@@ -308,7 +308,7 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
   if (faults >= 1 && acc.with_evidence) note(acc, Cause::kKvAlloc, 0, {}, {{"faults", std::round(faults)}});
   // On-CPU samples place the rest: page faults/zeroing, reclaim, sync, network in the kernel.
   const uint64_t uncovered = left;
-  const bool dense_faults = faults >= kDenseFaultsPerMs * ms(uncovered);
+  const bool dense_faults = faults >= 1 && faults >= kDenseFaultsPerMs * ms(uncovered);
   std::array<uint32_t, kCauseCount> by_cause{};
   uint32_t samples = 0;
   auto first = t->samples.begin() + static_cast<std::ptrdiff_t>(util::partition_from(
