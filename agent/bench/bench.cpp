@@ -1,9 +1,9 @@
 #include "bench/bench.hpp"
 
 #include "analysis/stats.hpp"
+#include "bench/curl_api.hpp"
 
 #include <arpa/inet.h>
-#include <curl/curl.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -193,7 +193,7 @@ bool is_loopback_host(std::string host) {
 namespace {
 
 struct CurlUrlDeleter {
-  void operator()(CURLU* u) const { curl_url_cleanup(u); }
+  void operator()(CURLU* u) const { curl_lib().url_cleanup(u); }
 };
 
 struct UrlParts {
@@ -202,14 +202,14 @@ struct UrlParts {
 
 // Parses with curl's own URL parser so we check exactly the host curl will connect to.
 UrlParts parse_url(const std::string& url) {
-  std::unique_ptr<CURLU, CurlUrlDeleter> u(curl_url());
-  if (!u || curl_url_set(u.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK)
+  std::unique_ptr<CURLU, CurlUrlDeleter> u(curl_lib().url());
+  if (!u || curl_lib().url_set(u.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK)
     throw std::invalid_argument(fmt::format("bench: invalid URL '{}'", url));
   auto part = [&](CURLUPart which) {
     char* s = nullptr;
     std::string out;
-    if (curl_url_get(u.get(), which, &s, 0) == CURLUE_OK && s) out = s;
-    curl_free(s);
+    if (curl_lib().url_get(u.get(), which, &s, 0) == CURLUE_OK && s) out = s;
+    curl_lib().free(s);
     return out;
   };
   return {part(CURLUPART_SCHEME), part(CURLUPART_HOST), part(CURLUPART_PATH)};
@@ -351,7 +351,7 @@ size_t on_body(char* ptr, size_t size, size_t nmemb, void* userdata) {
   if (!t->status_checked) {
     t->status_checked = true;
     long code = 0;
-    curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &code);
+    curl_lib().easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &code);
     t->http_ok = code >= 200 && code < 300;
   }
   if (t->http_ok) {
@@ -363,10 +363,10 @@ size_t on_body(char* ptr, size_t size, size_t nmemb, void* userdata) {
 }
 
 struct CurlEasyDeleter {
-  void operator()(CURL* c) const { curl_easy_cleanup(c); }
+  void operator()(CURL* c) const { curl_lib().easy_cleanup(c); }
 };
 struct CurlSlistDeleter {
-  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
+  void operator()(curl_slist* l) const { curl_lib().slist_free_all(l); }
 };
 using CurlEasy = std::unique_ptr<CURL, CurlEasyDeleter>;
 using CurlHeaders = std::unique_ptr<curl_slist, CurlSlistDeleter>;
@@ -382,39 +382,39 @@ struct RequestPlan {
 // connection is kept alive between requests, like a real client).
 void setup_handle(CURL* c, const RequestPlan& plan, char* errbuf) {
   const auto timeout_ms = static_cast<long>(std::ceil(plan.opts->timeout_s * 1000));
-  curl_easy_setopt(c, CURLOPT_URL, plan.opts->url.c_str());
-  curl_easy_setopt(c, CURLOPT_POST, 1L);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, plan.body.c_str());
-  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(plan.body.size()));
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, plan.headers);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, std::min(timeout_ms, 10000L));
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM-based timeouts
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_lib().easy_setopt(c, CURLOPT_URL, plan.opts->url.c_str());
+  curl_lib().easy_setopt(c, CURLOPT_POST, 1L);
+  curl_lib().easy_setopt(c, CURLOPT_POSTFIELDS, plan.body.c_str());
+  curl_lib().easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(plan.body.size()));
+  curl_lib().easy_setopt(c, CURLOPT_HTTPHEADER, plan.headers);
+  curl_lib().easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+  curl_lib().easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+  curl_lib().easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, std::min(timeout_ms, 10000L));
+  curl_lib().easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM-based timeouts
+  curl_lib().easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  curl_lib().easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
+  curl_lib().easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_lib().easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
   // An http_proxy in the environment must not turn a loopback benchmark into remote traffic.
-  if (plan.loopback) curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+  if (plan.loopback) curl_lib().easy_setopt(c, CURLOPT_NOPROXY, "*");
 }
 
 void run_one(CURL* c, const RequestPlan& plan, BenchRequestResult& r) {
   char errbuf[CURL_ERROR_SIZE] = {0};
   setup_handle(c, plan, errbuf);
   Transfer t(c, &r);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
+  curl_lib().easy_setopt(c, CURLOPT_WRITEDATA, &t);
 
   r.start_mono_ns = monotonic_now_ns();
-  CURLcode rc = curl_easy_perform(c);
+  CURLcode rc = curl_lib().easy_perform(c);
   r.end_mono_ns = monotonic_now_ns();
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.http_status);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, nullptr);  // errbuf dies with this frame
+  curl_lib().easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.http_status);
+  curl_lib().easy_setopt(c, CURLOPT_ERRORBUFFER, nullptr);  // errbuf dies with this frame
   if (!r.token_mono_ns.empty()) r.first_token_mono_ns = r.token_mono_ns.front();
 
   if (rc != CURLE_OK) {
-    r.error = errbuf[0] ? fmt::format("{}: {}", curl_easy_strerror(rc), errbuf)
-                        : std::string(curl_easy_strerror(rc));
+    r.error = errbuf[0] ? fmt::format("{}: {}", curl_lib().easy_strerror(rc), errbuf)
+                        : std::string(curl_lib().easy_strerror(rc));
   } else if (r.http_status < 200 || r.http_status >= 300) {
     std::string snippet = t.error_body;
     std::replace(snippet.begin(), snippet.end(), '\n', ' ');
@@ -447,7 +447,7 @@ void validate(const BenchOptions& o) {
 void global_init_once() {
   static std::once_flag once;
   std::call_once(once, [] {
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0)
+    if (curl_lib().global_init(CURL_GLOBAL_DEFAULT) != 0)
       throw std::runtime_error("bench: curl_global_init failed");
   });
 }
@@ -464,7 +464,7 @@ BenchResult run_bench(const BenchOptions& opts, std::function<void(const std::st
   CurlHeaders headers;
   for (const char* h : {"Content-Type: application/json", "Accept: text/event-stream",
                         "Expect:"})  // no 100-continue round trip inside the TTFT
-    headers.reset(curl_slist_append(headers.release(), h));
+    headers.reset(curl_lib().slist_append(headers.release(), h));
   const RequestPlan plan{&opts, make_body(opts, ends_with(url.path, "/chat/completions")),
                          is_loopback_host(url.host), headers.get()};
 
@@ -477,7 +477,7 @@ BenchResult run_bench(const BenchOptions& opts, std::function<void(const std::st
   std::mutex progress_mu;
   int done = 0;
   auto worker = [&] {
-    CurlEasy curl(curl_easy_init());
+    CurlEasy curl(curl_lib().easy_init());
     for (int i; (i = next.fetch_add(1)) < opts.requests;) {
       auto& r = result.requests[static_cast<size_t>(i)];
       if (curl) run_one(curl.get(), plan, r);

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -543,4 +544,20 @@ TEST(SampleServerLive, HealthKeepAliveAndMalformedRequests) {
   std::string ok = raw_exchange(server.port(),
                                 "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(ok.rfind("HTTP/1.1 200", 0), 0u) << ok;
+}
+
+// The agent runs as root beside a production server: it must not carry the HTTP client's
+// libraries (libcurl and its TLS, Kerberos, LDAP dependencies), which `bench` loads itself.
+TEST(BenchLibcurl, AgentBinaryDoesNotLinkLibcurl) {
+  const std::string cmd = std::string("readelf -d ") + LD_BUILD_DIR + "/latency-doctor 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string needed;
+  char line[512];
+  while (fgets(line, sizeof line, pipe))
+    if (std::strstr(line, "(NEEDED)")) needed += line;
+  pclose(pipe);
+  ASSERT_NE(needed.find("libc.so.6"), std::string::npos) << "readelf gave no NEEDED list:\n" << needed;
+  EXPECT_EQ(needed.find("libcurl"), std::string::npos) << needed;
+  EXPECT_EQ(needed.find("libgnutls"), std::string::npos) << needed;
 }
