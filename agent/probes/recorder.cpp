@@ -1,6 +1,7 @@
 #include "probes/recorder.hpp"
 
 #include <dirent.h>
+#include <malloc.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -220,6 +221,10 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   // children keeps the right to attach probes to the new processes.
   if (auto note = yield_to_target(); !note.empty()) result.warnings.push_back(note);
   if (auto note = drop_capabilities(options.children); !note.empty()) result.warnings.push_back(note);
+  // Loading parsed the kernel's BTF and ten objects on several threads; glibc keeps what they
+  // freed in its heaps. Hand it back: the agent left on a server maps only what it uses (on a
+  // shadow-paging VM every mapped page is also work at each switch-in: docs/performance.md).
+  malloc_trim(0);
   if (!options.quiet) {
     auto first = host::read_process(options.pids.front());
     fmt::print(stderr, "latency-doctor: attached to pid {}{} ({} process(es)) in {:.0f} ms; tracing {}\n",

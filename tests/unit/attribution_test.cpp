@@ -214,6 +214,47 @@ TEST(Attribution, OnCpuPageFaultSamplesAndMemoryCallsAreKvAlloc) {
   EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCompute), 40);
 }
 
+// On a guest whose host shadows its page tables (PVM), the host's half of each fault is charged
+// to the user instruction that faulted: a window that faults fresh pages densely (>= 20 per ms
+// of on-CPU time) reads as user-mode compute. Its user samples are the faults' cost there.
+static WindowAccount account_user_samples_with_faults(uint32_t fault_count) {
+  EvidenceStore store;
+  for (uint64_t i = 0; i < 100; ++i) {  // 100 ms on CPU, every sample in user mode
+    auto s = record<ld_cpu_sample>(LD_EV_CPU_SAMPLE, 100, 100, i * kMs + kMs / 2);
+    s.user_mode = 1;
+    s.kstack_id = -1;
+    add(store, s);
+  }
+  if (fault_count > 0) {
+    auto f = record<ld_faults>(LD_EV_FAULTS, 100, 100, 100 * kMs - 1);
+    f.first_ns = 0;
+    f.count = fault_count;
+    add(store, f);
+  }
+  auto sched = record<ld_sched_agg>(LD_EV_SCHED_AGG, 100, 100, 100 * kMs);  // the sched probe ran
+  sched.period_start_ns = 0;
+  add(store, sched);
+  store.finish();
+  return Attributor(store, {100}).account(100, 0, 100 * kMs);
+}
+
+TEST(Attribution, UserSamplesOfAWindowDenseWithPageFaultsAreKvAlloc) {
+  const WindowAccount dense = account_user_samples_with_faults(5000);  // 50 per ms
+  EXPECT_DOUBLE_EQ(ms_of(dense, Cause::kKvAlloc), 100);
+  EXPECT_DOUBLE_EQ(ms_of(dense, Cause::kCompute), 0);
+  const WindowAccount at_threshold = account_user_samples_with_faults(2000);  // 20 per ms
+  EXPECT_DOUBLE_EQ(ms_of(at_threshold, Cause::kKvAlloc), 100);
+}
+
+TEST(Attribution, UserSamplesWithSparseOrNoPageFaultsStayCompute) {
+  const WindowAccount sparse = account_user_samples_with_faults(500);  // 5 per ms: a server's churn
+  EXPECT_DOUBLE_EQ(ms_of(sparse, Cause::kKvAlloc), 0);
+  EXPECT_DOUBLE_EQ(ms_of(sparse, Cause::kCompute), 100);
+  const WindowAccount none = account_user_samples_with_faults(0);
+  EXPECT_DOUBLE_EQ(ms_of(none, Cause::kKvAlloc), 0);
+  EXPECT_DOUBLE_EQ(ms_of(none, Cause::kCompute), 100);
+}
+
 TEST(Attribution, AFutexWaitWithoutAnOffCpuRecordIsNotCompute) {
   EvidenceStore store;
   // The scheduler itemised nothing for this thread's 300 ms lock wait (a missed switch, or
