@@ -1,6 +1,7 @@
 #include "analysis/event_analyzer.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -32,6 +33,30 @@ std::vector<report::ProbeStatus> probes_from(const nlohmann::json& list) {
                       p.value("events", uint64_t{0}), p.value("lost", uint64_t{0})});
   }
   return probes;
+}
+
+// The trailer's "agent" (probes/recorder.cpp). A missing or mistyped field leaves the cost
+// unknown; it never fails the report.
+report::AgentCost agent_cost_from(const nlohmann::json& trailer) {
+  if (!trailer.is_object()) return {};
+  const auto it = trailer.find("agent");
+  if (it == trailer.end() || !it->is_object()) return {};
+  auto number = [&](const char* key, double& out) {
+    const auto f = it->find(key);
+    if (f == it->end() || !f->is_number()) return false;
+    out = f->get<double>();
+    return std::isfinite(out) && out >= 0 && out < 1e15;
+  };
+  report::AgentCost cost;
+  double wakeups = 0;
+  if (!number("attach_ms", cost.attach_ms) || !number("attach_cpu_ms", cost.attach_cpu_ms) ||
+      !number("recording_ms", cost.recording_ms) || !number("cpu_ms", cost.cpu_ms) ||
+      !number("wakeups", wakeups) || !number("stop_cpu_ms", cost.stop_cpu_ms) ||
+      !number("peak_rss_mib", cost.peak_rss_mib))
+    return {};
+  cost.wakeups = static_cast<uint64_t>(wakeups);
+  cost.known = true;
+  return cost;
 }
 
 // Token-log requests outside the trace window belong to another run: leave them out.
@@ -117,6 +142,7 @@ report::Report EventAnalyzer::finish(const nlohmann::json& header, const nlohman
   report.token_source = used_source;
   report.probes = probes_from(trailer.is_object() && trailer.contains("probes") ? trailer["probes"]
                                                                                : header.value("probes", nlohmann::json::array()));
+  report.agent = agent_cost_from(trailer);
   report.host = header.value("host", nlohmann::json::object());
   evidence_.finish();
   std::set<uint32_t> tgids;

@@ -5,10 +5,12 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <stdexcept>
@@ -139,6 +141,36 @@ std::string yield_to_target() {
   return problem;
 }
 
+// The agent's own use of the machine so far (all its threads, exited ones included).
+struct OwnUsage {
+  double cpu_ms = 0;
+  uint64_t voluntary_switches = 0;  // blocking waits that ended: wake-ups
+  double max_rss_mib = 0;
+};
+
+OwnUsage own_usage() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3; };
+  return {ms(u.ru_utime) + ms(u.ru_stime), static_cast<uint64_t>(u.ru_nvcsw), static_cast<double>(u.ru_maxrss) / 1024.0};
+}
+
+// The trailer's "agent": what recording cost, shown in every report (report::AgentCost). The
+// recording runs from attached to stopped; stopping (the last drain, the probes' finish:
+// kernel stacks symbolised from /proc/kallsyms) is counted apart.
+nlohmann::json agent_cost_json(double attach_ms, const OwnUsage& before_attach, const OwnUsage& attached,
+                               uint64_t attached_ns, const OwnUsage& stopped, uint64_t stopped_ns,
+                               const OwnUsage& finished) {
+  auto round3 = [](double v) { return std::round(v * 1000) / 1000; };
+  return {{"attach_ms", round3(attach_ms)},
+          {"attach_cpu_ms", round3(attached.cpu_ms - before_attach.cpu_ms)},
+          {"recording_ms", round3(static_cast<double>(stopped_ns - attached_ns) / 1e6)},
+          {"cpu_ms", round3(stopped.cpu_ms - attached.cpu_ms)},
+          {"wakeups", stopped.voluntary_switches - attached.voluntary_switches},
+          {"stop_cpu_ms", round3(finished.cpu_ms - stopped.cpu_ms)},
+          {"peak_rss_mib", round3(finished.max_rss_mib)}};
+}
+
 }  // namespace
 
 void install_stop_signals() {
@@ -198,6 +230,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   if (!options.trace_path.empty())
     writer = std::make_unique<trace::TraceWriter>(options.trace_path, result.header);
   std::shared_ptr<ProbeSession> session_owner;
+  const OwnUsage usage_before_attach = own_usage();
   const uint64_t attach_begin = host::monotonic_now_ns();
   try {
     session_owner = std::make_shared<ProbeSession>(probe_options, sink);
@@ -225,6 +258,8 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   // freed in its heaps. Hand it back: the agent left on a server maps only what it uses (on a
   // shadow-paging VM every mapped page is also work at each switch-in: docs/performance.md).
   malloc_trim(0);
+  const OwnUsage usage_attached = own_usage();
+  const uint64_t attached_ns = host::monotonic_now_ns();
   if (!options.quiet) {
     auto first = host::read_process(options.pids.front());
     fmt::print(stderr, "latency-doctor: attached to pid {}{} ({} process(es)) in {:.0f} ms; tracing {}\n",
@@ -264,13 +299,17 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     util::pace();
     progress.tick(now, start, options.duration_ms, status ? status() : "");
   }
+  const OwnUsage usage_stopped = own_usage();
+  const uint64_t stopped_ns = host::monotonic_now_ns();
   // Take what the kernel still holds before reading the counters: nothing is left behind.
   session.finish();
   // Nothing more reaches the sinks after this point (they may go out of scope first).
   session.stop_delivery();
   const uint64_t end = host::monotonic_now_ns();
   result.trailer = {{"end_mono_ns", end}, {"stop_reason", result.stop_reason}, {"attach_ms", attach_ms},
-                    {"probes", probes_json(session.status())}};
+                    {"probes", probes_json(session.status())},
+                    {"agent", agent_cost_json(attach_ms, usage_before_attach, usage_attached, attached_ns,
+                                              usage_stopped, stopped_ns, own_usage())}};
   if (writer && write_error.empty()) {
     try { writer->finish(result.trailer); } catch (const std::exception& e) { write_error = e.what(); }
   }

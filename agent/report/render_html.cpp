@@ -551,6 +551,7 @@ std::string probes_html(const Report& r) {
            h(fmt::format("{} events were lost (ring buffer full): tokens or evidence may be missing. Raise "
                          "--ringbuf-size.", lost)) +
            "</p>\n";
+  if (const std::string cost = agent_cost_text(r.agent); !cost.empty()) out += "<p>" + h(cost) + ".</p>\n";
   return section("probes", "Probes", out);
 }
 

@@ -121,6 +121,21 @@ J probe_json(const ProbeStatus& probe) {
   return j;
 }
 
+// What the agent cost while recording (report::AgentCost): an extension of report/v1.
+template <class J>
+J agent_json(const AgentCost& cost) {
+  J j = J::object();
+  j["attach_ms"] = cost.attach_ms;
+  j["attach_cpu_ms"] = cost.attach_cpu_ms;
+  j["recording_ms"] = cost.recording_ms;
+  j["cpu_ms"] = cost.cpu_ms;
+  j["cpu_percent_of_one_cpu"] = cost.recording_ms > 0 ? 100 * cost.cpu_ms / cost.recording_ms : 0.0;
+  j["wakeups"] = cost.wakeups;
+  j["stop_cpu_ms"] = cost.stop_cpu_ms;
+  j["peak_rss_mib"] = cost.peak_rss_mib;
+  return j;
+}
+
 template <class J>
 J cause_json(const CauseTime& c) {
   J j = J::object();
@@ -231,6 +246,7 @@ J report_json(const Report& report) {
   j["probes"] = J::array();
   for (const ProbeStatus& probe : report.probes) j["probes"].push_back(probe_json<J>(probe));
   // Extensions.
+  if (report.agent.known) j["agent"] = agent_json<J>(report.agent);
   j["token_source"] = report.token_source;
   j["attribution"] = attribution_json<J>(report);
   j["host"] = convert<J>(report.host, J::object());

@@ -232,6 +232,7 @@ std::string probes_md(const Report& r) {
     out += fmt::format("**{} events were lost** (ring buffer full): tokens or evidence may be missing; raise "
                        "`--ringbuf-size`.\n\n",
                        lost);
+  if (const std::string cost = agent_cost_text(r.agent); !cost.empty()) out += md(cost) + ".\n\n";
   return out;
 }
 

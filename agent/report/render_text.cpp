@@ -206,7 +206,7 @@ std::string findings_section(const std::vector<Finding>& findings) {
   return out;
 }
 
-std::string probes_section(const std::vector<ProbeStatus>& probes) {
+std::string probes_section(const std::vector<ProbeStatus>& probes, const AgentCost& agent) {
   if (probes.empty()) return "";
   TextTable table({{"name", Align::kLeft}, {"status", Align::kLeft}, {"events"}, {"lost"},
                    {"reason", Align::kLeft}});
@@ -220,6 +220,7 @@ std::string probes_section(const std::vector<ProbeStatus>& probes) {
                                  "raise --ringbuf-size\n",
                                  printable(p.name), p.lost);
   }
+  if (const std::string cost = agent_cost_text(agent); !cost.empty()) out += kIndent + cost + "\n";
   return out;
 }
 
@@ -277,7 +278,7 @@ std::string render_text(const Report& report) {
   append_section(out, outliers_section(report));
   append_section(out, typical_section(report));
   append_section(out, findings_section(report.findings));
-  append_section(out, probes_section(report.probes));
+  append_section(out, probes_section(report.probes, report.agent));
   append_section(out, warnings_section(report.warnings));
   return out;
 }

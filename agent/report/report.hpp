@@ -27,6 +27,19 @@ struct ProbeStatus {
   uint64_t lost = 0;
 };
 
+// What the agent itself cost while it recorded: the trailer's "agent" object. Unknown (known =
+// false) in traces of older versions and of a killed agent.
+struct AgentCost {
+  bool known = false;
+  double attach_ms = 0;      // loading and attaching every probe, wall time
+  double attach_cpu_ms = 0;  // the agent's CPU meanwhile (the verifier runs in its system time)
+  double recording_ms = 0;   // wall time from attached to stopped
+  double cpu_ms = 0;         // the agent's CPU in that time: user + system, all its threads
+  uint64_t wakeups = 0;      // times it blocked and was woken (voluntary context switches)
+  double stop_cpu_ms = 0;    // stopping: the last drain, kernel stacks symbolised, the trailer
+  double peak_rss_mib = 0;   // largest resident set of the run, attaching included
+};
+
 struct Target {
   std::vector<int> pids;
   std::string comm;
@@ -162,6 +175,7 @@ struct Report {
   ThresholdCounts over_thresholds;
   std::vector<RequestRow> request_rows;
   std::vector<ProbeStatus> probes;
+  AgentCost agent;
   // attribution
   bool attributed = false;          // false: no evidence probes in the trace, causes unknown
   OutlierConfig outlier_config;

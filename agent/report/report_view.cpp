@@ -396,6 +396,20 @@ TimelineSample sample_timeline(const Report& r, size_t token_budget, size_t max_
   return sample;
 }
 
+std::string agent_cost_text(const AgentCost& cost) {
+  if (!cost.known) return "";
+  std::string share;
+  if (cost.recording_ms > 0)
+    share = fmt::format(" ({:.3f}% of one CPU)", 100 * cost.cpu_ms / cost.recording_ms);
+  std::string rate;
+  if (cost.recording_ms >= 1000)
+    rate = fmt::format(", {:.1f} a second", static_cast<double>(cost.wakeups) * 1000 / cost.recording_ms);
+  return fmt::format("the agent attached in {:.0f} ms ({:.0f} ms of CPU), then used {:.1f} ms of CPU in {:.1f} s "
+                     "of recording{}, woke {} times{}; stopping took {:.0f} ms of CPU; peak memory {:.0f} MiB",
+                     cost.attach_ms, cost.attach_cpu_ms, cost.cpu_ms, cost.recording_ms / 1000, share,
+                     cost.wakeups, rate, cost.stop_cpu_ms, cost.peak_rss_mib);
+}
+
 uint64_t lost_events(const Report& r) {
   uint64_t lost = 0;
   for (const ProbeStatus& p : r.probes) lost += p.lost;

@@ -137,5 +137,8 @@ std::vector<EnvRow> environment_rows(const Report& r);
 
 // Probes that lost events and the total lost (the report may be missing tokens/evidence).
 uint64_t lost_events(const Report& r);
+// One sentence on what the agent itself cost (attach, then CPU, wake-ups and memory while it
+// recorded); empty when the trace does not say (older versions, a killed agent).
+std::string agent_cost_text(const AgentCost& cost);
 
 }  // namespace ld::report

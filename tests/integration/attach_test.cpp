@@ -64,6 +64,16 @@ TEST(RootAttach, MatchesBenchOnTheSampleTarget) {
   EXPECT_EQ(sock["lost"], 0);
   EXPECT_GT(sock["events"].get<int>(), 300);
   for (const auto& p : report["probes"]) EXPECT_EQ(p["lost"], 0) << p.dump();
+
+  // What the agent itself cost (the trailer's "agent"): measured, not left at zero.
+  const json& agent = report["agent"];
+  ASSERT_TRUE(agent.is_object()) << report.dump().substr(0, 400);
+  EXPECT_GT(agent["attach_ms"].get<double>(), 0);
+  EXPECT_GT(agent["attach_cpu_ms"].get<double>(), 0);    // the verifier runs in the agent's time
+  EXPECT_GT(agent["recording_ms"].get<double>(), 1000);  // ten requests of 30 tokens at 40 ms
+  EXPECT_GT(agent["cpu_ms"].get<double>(), 0);
+  EXPECT_GE(agent["wakeups"].get<int>(), 1);
+  EXPECT_GT(agent["peak_rss_mib"].get<double>(), 1);
 }
 
 // Real servers differ on the wire; the timeline must be right for each of them.
