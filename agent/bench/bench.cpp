@@ -381,22 +381,23 @@ struct RequestPlan {
 // Options that stay the same for every request a handle makes (the handle is reused so the
 // connection is kept alive between requests, like a real client).
 void setup_handle(CURL* c, const RequestPlan& plan, char* errbuf) {
+  const CurlApi& curl = curl_lib();
   const auto timeout_ms = static_cast<long>(std::ceil(plan.opts->timeout_s * 1000));
-  curl_lib().easy_setopt(c, CURLOPT_URL, plan.opts->url.c_str());
-  curl_lib().easy_setopt(c, CURLOPT_POST, 1L);
-  curl_lib().easy_setopt(c, CURLOPT_POSTFIELDS, plan.body.c_str());
-  curl_lib().easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(plan.body.size()));
-  curl_lib().easy_setopt(c, CURLOPT_HTTPHEADER, plan.headers);
-  curl_lib().easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-  curl_lib().easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-  curl_lib().easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, std::min(timeout_ms, 10000L));
-  curl_lib().easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM-based timeouts
-  curl_lib().easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-  curl_lib().easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
-  curl_lib().easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_lib().easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  curl.easy_setopt(c, CURLOPT_URL, plan.opts->url.c_str());
+  curl.easy_setopt(c, CURLOPT_POST, 1L);
+  curl.easy_setopt(c, CURLOPT_POSTFIELDS, plan.body.c_str());
+  curl.easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(plan.body.size()));
+  curl.easy_setopt(c, CURLOPT_HTTPHEADER, plan.headers);
+  curl.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+  curl.easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+  curl.easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, std::min(timeout_ms, 10000L));
+  curl.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM-based timeouts
+  curl.easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  curl.easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
+  curl.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl.easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
   // An http_proxy in the environment must not turn a loopback benchmark into remote traffic.
-  if (plan.loopback) curl_lib().easy_setopt(c, CURLOPT_NOPROXY, "*");
+  if (plan.loopback) curl.easy_setopt(c, CURLOPT_NOPROXY, "*");
 }
 
 void run_one(CURL* c, const RequestPlan& plan, BenchRequestResult& r) {

@@ -129,7 +129,7 @@ J agent_json(const AgentCost& cost) {
   j["attach_cpu_ms"] = cost.attach_cpu_ms;
   j["recording_ms"] = cost.recording_ms;
   j["cpu_ms"] = cost.cpu_ms;
-  j["cpu_percent_of_one_cpu"] = cost.recording_ms > 0 ? 100 * cost.cpu_ms / cost.recording_ms : 0.0;
+  j["cpu_percent_of_one_cpu"] = cost.cpu_percent_of_one_cpu();
   j["wakeups"] = cost.wakeups;
   j["stop_cpu_ms"] = cost.stop_cpu_ms;
   j["peak_rss_mib"] = cost.peak_rss_mib;

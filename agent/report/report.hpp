@@ -38,6 +38,8 @@ struct AgentCost {
   uint64_t wakeups = 0;      // times it blocked and was woken (voluntary context switches)
   double stop_cpu_ms = 0;    // stopping: the last drain, kernel stacks symbolised, the trailer
   double peak_rss_mib = 0;   // largest resident set of the run, attaching included
+
+  double cpu_percent_of_one_cpu() const { return recording_ms > 0 ? 100 * cpu_ms / recording_ms : 0.0; }
 };
 
 struct Target {

@@ -400,7 +400,7 @@ std::string agent_cost_text(const AgentCost& cost) {
   if (!cost.known) return "";
   std::string share;
   if (cost.recording_ms > 0)
-    share = fmt::format(" ({:.3f}% of one CPU)", 100 * cost.cpu_ms / cost.recording_ms);
+    share = fmt::format(" ({:.3f}% of one CPU)", cost.cpu_percent_of_one_cpu());
   std::string rate;
   if (cost.recording_ms >= 1000)
     rate = fmt::format(", {:.1f} a second", static_cast<double>(cost.wakeups) * 1000 / cost.recording_ms);
