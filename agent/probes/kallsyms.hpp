@@ -1,7 +1,7 @@
 // Kernel symbols from /proc/kallsyms, and the ld_kstack records made from a probe's stack map.
 //
-// Kallsyms and find_kernel_text's parser are header-only (no libbpf) so that the unit tier can
-// test them on a fake file.
+// KernelAddressNames and find_kernel_text's parser are header-only (no libbpf) so that the unit
+// tier can test them on a fake file.
 #pragma once
 
 #include <algorithm>
@@ -13,96 +13,126 @@
 #include <istream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "probes/probe.hpp"
 
 namespace ld::probes {
 
-class Kallsyms {
+// Names for a set of kernel addresses ("func+0x1a", "func+0x1a [mod]" for module code), found
+// in one pass over a text in /proc/kallsyms format without keeping its table: the file is
+// ~120k lines (5 MB), a stack map holds a few hundred distinct addresses, and building,
+// sorting and keeping the whole table cost the agent ~100 ms of CPU at every stop.
+//
+// Each text symbol (t/T/w/W) goes to the lowest wanted address at or above it, where it stays
+// if it is the highest seen so far there; an address's symbol is then the highest of those of
+// its own and all lower wanted addresses (the highest symbol at or below it). The file may
+// come in any order (module areas are not sorted) and in pieces that split lines.
+class KernelAddressNames {
  public:
-  struct Symbol {
-    uint64_t addr;
-    std::string name;  // "name" or "name [module]"
-  };
+  explicit KernelAddressNames(std::vector<uint64_t> addrs) : addrs_(std::move(addrs)) {
+    std::sort(addrs_.begin(), addrs_.end());
+    addrs_.erase(std::unique(addrs_.begin(), addrs_.end()), addrs_.end());
+    best_.resize(addrs_.size());
+  }
 
-  // Text symbols (t/T/w/W) of `in` in /proc/kallsyms format: "ffffffff81000000 T _stext" or
-  // "ffffffffc0a01000 t foo\t[mod]". Lines that do not parse are skipped; all-zero addresses
-  // (kptr_restrict hides them) are skipped, so an unprivileged read gives an empty table.
-  static Kallsyms parse(std::istream& in) {
-    Kallsyms table;
-    std::string line;
-    while (std::getline(in, line)) {
-      Symbol sym;
-      if (parse_line(line, sym)) table.symbols_.push_back(std::move(sym));
+  bool empty() const { return addrs_.empty(); }
+  const std::vector<uint64_t>& addresses() const { return addrs_; }
+  // Text symbols read (hidden all-zero addresses, data and padding symbols are not).
+  size_t symbols_seen() const { return symbols_seen_; }
+
+  // The next piece of the text; a line it ends in the middle of is completed by the next one.
+  void feed(std::string_view text) {
+    while (!text.empty()) {
+      const size_t newline = text.find('\n');
+      if (newline == std::string_view::npos) {
+        partial_.append(text);
+        return;
+      }
+      if (partial_.empty()) {
+        add_line(text.substr(0, newline));
+      } else {
+        partial_.append(text.substr(0, newline));
+        add_line(partial_);
+        partial_.clear();
+      }
+      text.remove_prefix(newline + 1);
     }
-    std::stable_sort(table.symbols_.begin(), table.symbols_.end(),
-                     [](const Symbol& a, const Symbol& b) { return a.addr < b.addr; });
-    return table;
   }
 
-  static Kallsyms load(const std::string& path = "/proc/kallsyms") {
-    std::ifstream in(path);
-    return parse(in);
+  // After the last piece: every wanted address gets its symbol.
+  void finish() {
+    if (!partial_.empty()) add_line(partial_);
+    partial_.clear();
+    // A symbol kept at i is above every address below addrs_[i], so above those kept lower.
+    for (size_t i = 1; i < best_.size(); ++i)
+      if (!best_[i].addr) best_[i] = best_[i - 1];
   }
 
-  size_t size() const { return symbols_.size(); }
-
-  // The symbol at or below `addr`, or nullptr when `addr` is below every symbol.
-  const Symbol* find(uint64_t addr) const {
-    auto it = std::upper_bound(symbols_.begin(), symbols_.end(), addr,
-                               [](uint64_t a, const Symbol& s) { return a < s.addr; });
-    if (it == symbols_.begin()) return nullptr;
-    return &*std::prev(it);
-  }
-
-  // "func+0x1a" ("func+0x1a [mod]" for module code), "0xffffffff81234567" when unknown.
+  // The name of a wanted address (after finish()); "0xffffffff81234567" when no symbol is at or
+  // below it within a function's length, or it was not one of the wanted addresses.
   std::string symbolize(uint64_t addr) const {
     char buf[32];
-    const Symbol* sym = find(addr);
+    const auto it = std::lower_bound(addrs_.begin(), addrs_.end(), addr);
+    const Symbol* sym = it != addrs_.end() && *it == addr ? &best_[size_t(it - addrs_.begin())] : nullptr;
     // Past the last symbol by more than any function is long: not kernel text we know.
-    if (!sym || addr - sym->addr > kMaxFunctionBytes) {
+    if (!sym || !sym->addr || addr - sym->addr > kMaxFunctionBytes) {
       std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(addr));
       return buf;
     }
     std::snprintf(buf, sizeof(buf), "+0x%llx", static_cast<unsigned long long>(addr - sym->addr));
-    auto space = sym->name.find(' ');
-    if (space == std::string::npos) return sym->name + buf;
-    return sym->name.substr(0, space) + buf + sym->name.substr(space);
+    if (sym->module.empty()) return sym->name + buf;
+    return sym->name + buf + " " + sym->module;
   }
 
  private:
   static constexpr uint64_t kMaxFunctionBytes = 1 << 20;
 
-  static bool parse_line(std::string_view line, Symbol& out) {
+  struct Symbol {
+    uint64_t addr = 0;  // 0: none yet
+    std::string name;
+    std::string module;  // "[mod]", or empty for the core kernel
+  };
+
+  void add_line(std::string_view line) {
     // "<hex addr> <type> <name>[\t[module]]"
-    size_t sp1 = line.find(' ');
-    if (sp1 == std::string_view::npos || sp1 == 0 || sp1 > 16) return false;
+    const size_t sp1 = line.find(' ');
+    if (sp1 == std::string_view::npos || sp1 == 0 || sp1 > 16) return;
     uint64_t addr = 0;
     for (char c : line.substr(0, sp1)) {
-      int digit = hex_digit(c);
-      if (digit < 0) return false;
+      const int digit = hex_digit(c);
+      if (digit < 0) return;
       addr = addr << 4 | uint64_t(digit);
     }
-    if (addr == 0 || line.size() < sp1 + 4 || line[sp1 + 2] != ' ') return false;
-    char type = line[sp1 + 1];
-    if (type != 't' && type != 'T' && type != 'w' && type != 'W') return false;
-    std::string_view rest = line.substr(sp1 + 3);
-    size_t tab = rest.find_first_of("\t ");
-    std::string_view name = rest.substr(0, tab);
+    // All-zero: kptr_restrict hides addresses from this reader.
+    if (addr == 0 || line.size() < sp1 + 4 || line[sp1 + 2] != ' ') return;
+    const char type = line[sp1 + 1];
+    if (type != 't' && type != 'T' && type != 'w' && type != 'W') return;
+    const std::string_view rest = line.substr(sp1 + 3);
+    // Not find_first_of("\t "): it runs a memchr over the two characters for every one of the
+    // name's, ~15% of a pass.
+    size_t tab = 0;
+    while (tab < rest.size() && rest[tab] != '\t' && rest[tab] != ' ') tab++;
+    const std::string_view name = rest.substr(0, tab);
     // __pfx_foo is the padding in front of foo (CONFIG_FUNCTION_PADDING_CFI): never a
     // return address's function, and it would shadow nothing useful.
-    if (name.empty() || name.substr(0, 6) == "__pfx_") return false;
-    out.addr = addr;
-    out.name = std::string(name);
-    if (tab != std::string_view::npos) {
-      std::string_view module = rest.substr(tab);
-      size_t open = module.find('[');
-      size_t close = module.find(']');
-      if (open != std::string_view::npos && close != std::string_view::npos && close > open)
-        out.name += " " + std::string(module.substr(open, close - open + 1));
-    }
-    return true;
+    if (name.empty() || name.substr(0, 6) == "__pfx_") return;
+    symbols_seen_++;
+    const auto above = std::lower_bound(addrs_.begin(), addrs_.end(), addr);
+    if (above == addrs_.end()) return;
+    // >=: of aliases at one address, the last in the file names it.
+    Symbol& kept = best_[size_t(above - addrs_.begin())];
+    if (kept.addr && kept.addr > addr) return;
+    kept.addr = addr;
+    kept.name.assign(name);
+    kept.module.clear();
+    if (tab == rest.size()) return;
+    const std::string_view after = rest.substr(tab);
+    const size_t open = after.find('[');
+    const size_t close = after.find(']');
+    if (open != std::string_view::npos && close != std::string_view::npos && close > open)
+      kept.module.assign(after.substr(open, close - open + 1));
   }
 
   static int hex_digit(char c) {
@@ -112,18 +142,22 @@ class Kallsyms {
     return -1;
   }
 
-  std::vector<Symbol> symbols_;
+  std::vector<uint64_t> addrs_;  // sorted, distinct
+  std::vector<Symbol> best_;     // per address: the highest symbol at or below it, once finished
+  std::string partial_;          // a line split between two pieces
+  size_t symbols_seen_ = 0;
 };
 
-// Opens /proc/kallsyms without reading it (cheap: call it from start()). The kernel decides
-// at open() whether the reader may see addresses, from the opener's credentials, so a file
-// opened while privileged still shows them after the recorder drops its capabilities; the
-// ~80 ms parse then happens only when stacks are symbolised, not while attaching.
-void open_kernel_symbols();
+// Opens /proc/kallsyms without reading it (cheap: call it from start()), and registers a
+// probe's BPF_MAP_TYPE_STACK_TRACE map whose stacks emit_kernel_stacks() will name. The kernel
+// decides at open() whether the reader may see addresses, from the opener's credentials, so a
+// file opened while privileged still shows them after the recorder drops its capabilities.
+// The map must stay open until the probes' finish() has run.
+void open_kernel_symbols(int stack_map_fd);
 
-// /proc/kallsyms (from the file open_kernel_symbols() opened, if any), parsed once per
-// process on first use.
-const Kallsyms& kernel_symbols();
+// The names of `addrs`, from one paced pass over /proc/kallsyms (the file open_kernel_symbols()
+// opened, else a new open).
+KernelAddressNames name_kernel_addresses(std::vector<uint64_t> addrs);
 
 // One ld_kstack record (source = enum ld_probe_id) per stack in the BPF_MAP_TYPE_STACK_TRACE
 // map `stack_map_fd` (value = LD_KSTACK_MAX_DEPTH u64 ips). Returns how many were emitted.

@@ -95,7 +95,7 @@ class PerfProbe : public Probe {
     if (!not_tick_.empty()) attach_all_cpus();
     // Now, while privileged: the recorder drops CAP_SYSLOG after attaching, and kallsyms
     // then shows every address as 0 to a new reader.
-    open_kernel_symbols();
+    open_kernel_symbols(bpf_map__fd(skel_->maps.ld_perf_stacks));
   }
 
   void finish(const EmitFn& emit) override {

@@ -56,7 +56,7 @@ class SchedProbe : public Probe {
     }
     // Now, while privileged: the recorder drops CAP_SYSLOG after attaching, and kallsyms
     // then shows every address as 0 to a new reader.
-    open_kernel_symbols();
+    open_kernel_symbols(bpf_map__fd(skel_->maps.ld_sched_stacks));
   }
 
   // Short-slice sums of threads still alive (the kernel flushes them only at the thread's

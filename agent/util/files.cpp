@@ -11,25 +11,31 @@
 
 namespace ld::util {
 
-namespace {
-
-// The whole file from offset 0, or nullopt when a read fails. Paced: `chunk` bytes a read, each
-// a step of paced work (util/pacing.hpp). The offsets are sequential, so a seq_file goes on
-// from where it stopped instead of walking again from the start.
-std::optional<std::string> read_from_start(int fd, size_t chunk = 4096, bool paced = false) {
-  std::string text;
+bool read_pieces(int fd, size_t chunk, bool paced, const std::function<void(std::string_view)>& consume) {
   char buf[4096];
   chunk = std::min(chunk, sizeof(buf));
   off_t offset = 0;
+  // The offsets are sequential, so a seq_file goes on from where it stopped instead of walking
+  // again from the start; offset 0 makes it produce the contents afresh.
   while (true) {
     ssize_t n = pread(fd, buf, chunk, offset);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return std::nullopt;
-    if (n == 0) return text;
-    text.append(buf, size_t(n));
+    if (n < 0) return false;
+    if (n == 0) return true;
+    consume(std::string_view(buf, size_t(n)));
     offset += n;
     if (paced) pace();
   }
+}
+
+namespace {
+
+// The whole file from offset 0, or nullopt when a read fails. Paced: `chunk` bytes a read, each
+// a step of paced work (util/pacing.hpp).
+std::optional<std::string> read_from_start(int fd, size_t chunk = 4096, bool paced = false) {
+  std::string text;
+  if (!read_pieces(fd, chunk, paced, [&](std::string_view piece) { text.append(piece); })) return std::nullopt;
+  return text;
 }
 
 int open_for_reading(const std::string& path) {

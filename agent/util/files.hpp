@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 namespace ld::util {
@@ -13,6 +14,12 @@ std::string read_file(const std::string& path);
 // read_file in steps of paced work (util/pacing.hpp), 1 KiB at a time: for files that the
 // kernel makes as they are read and that can be long, such as /proc/PID/maps.
 std::string read_file_paced(const std::string& path);
+
+// `fd` from offset 0 to its end, `chunk` bytes (at most 4 KiB) a pread, each piece handed to
+// `consume` as it comes; with `paced`, each read is a step of paced work (util/pacing.hpp). For
+// long kernel-made files read once (/proc/kallsyms, ~5 MB) without holding them whole. False
+// when a read fails.
+bool read_pieces(int fd, size_t chunk, bool paced, const std::function<void(std::string_view)>& consume);
 
 // How host code reads a file: read_file, or a FileCache's read.
 using FileReader = std::function<std::string(const std::string& path)>;

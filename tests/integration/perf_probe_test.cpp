@@ -104,6 +104,39 @@ void check_samples(uint32_t hz, const std::string& source, std::string* detail_o
   EXPECT_GT(double(via_read), 0.8 * double(kernel_stack_ids.size()));
 }
 
+// The sched and perf probes' stacks are named in one pass over /proc/kallsyms (the first
+// probe to finish names the other's too, agent/probes/kallsyms.cpp): each source's stacks are
+// all there and named, and the names are right for what the thread did.
+TEST(PerfProbe, StacksOfSchedAndPerfAreAllNamed) {
+  Child wl({workload_path("perf_kernel_busy")});
+  Recorded rec = record_workload(wl, "sched,perf", 20s);
+  ASSERT_EQ(rec.agent_exit, 0) << rec.agent_err;
+  for (const char* probe : {"sched", "perf"}) {
+    if (rec.probe(probe).value("status", "") != "attached")
+      GTEST_SKIP() << probe << " probe not attached here: " << rec.probe(probe).dump();
+  }
+  size_t perf_reads = 0, perf_stacks = 0;
+  for (uint32_t source : {uint32_t(LD_PROBE_SCHED), uint32_t(LD_PROBE_PERF)}) {
+    const auto stacks = kstacks(rec, source);
+    ASSERT_FALSE(stacks.empty()) << "no stacks of probe " << source;
+    for (const auto& [id, frames] : stacks) {
+      ASSERT_FALSE(frames.empty()) << "stack " << id << " of probe " << source;
+      for (const auto& fr : frames) EXPECT_NE(fr.find("+0x"), std::string::npos) << fr;
+      if (source == LD_PROBE_SCHED) {
+        EXPECT_EQ(frames.front().rfind("__schedule+", 0), 0u) << frames.front();
+      }
+      if (source != LD_PROBE_PERF) continue;
+      perf_stacks++;
+      if (std::any_of(frames.begin(), frames.end(), [](const std::string& s) {
+            return s.rfind("ksys_read+", 0) == 0 || s.rfind("vfs_read+", 0) == 0;
+          }))
+        perf_reads++;
+    }
+  }
+  // Most of the workload's kernel time is its read(/dev/zero).
+  EXPECT_GT(double(perf_reads), 0.5 * double(perf_stacks));
+}
+
 // The default rate (99 Hz) is below HZ: sampled at the scheduler tick, no interrupt of its own.
 // User or kernel mode is told from the word below the task's saved user registers
 // (bpf/perf.bpf.c), checked against the stack walk at attach; x86-64 kernels since 5.15 have

@@ -1,5 +1,10 @@
-// Kallsyms: /proc/kallsyms parsing and address -> "func+0xoff" lookup, on a fake file.
+// Kernel address names from /proc/kallsyms text ("func+0xoff"), and kernel text ranges, on
+// fake files.
+#include <cstdio>
+#include <random>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -21,17 +26,32 @@ const char* kFake =
     "\n"
     "ffffffffc0a00000 t mod_fn\t[nf_tables]\n";
 
-Kallsyms fake() {
-  std::istringstream in(kFake);
-  return Kallsyms::parse(in);
+std::string fmt_line(uint64_t addr, const std::string& name) {
+  char line[96];
+  std::snprintf(line, sizeof(line), "%016llx t %s\n", static_cast<unsigned long long>(addr), name.c_str());
+  return line;
 }
 
-TEST(Kallsyms, KeepsTextSymbolsOnly) {
-  EXPECT_EQ(fake().size(), 6u);  // _stext do_one do_two weak_fn unsorted_in_file mod_fn
+// The names of `addrs` from `text` fed in pieces of `piece` bytes (0: whole).
+KernelAddressNames names_of(std::vector<uint64_t> addrs, std::string_view text = kFake, size_t piece = 0) {
+  KernelAddressNames names(std::move(addrs));
+  if (piece == 0) piece = text.size();
+  for (size_t at = 0; at < text.size(); at += piece) names.feed(text.substr(at, piece));
+  names.finish();
+  return names;
 }
 
-TEST(Kallsyms, SymbolizesWithOffset) {
-  Kallsyms k = fake();
+const std::vector<uint64_t> kWanted = {0xffffffff81000000, 0xffffffff8100101a, 0xffffffff81001090,
+                                       0xffffffff81001104, 0xffffffff81002abc, 0xffffffffc0a00042,
+                                       0xffffffff81001004, 0xffffffff80000000, 0xffffffffc1000000};
+
+TEST(KernelAddressNames, KeepsTextSymbolsOnly) {
+  // _stext do_one do_two weak_fn unsorted_in_file mod_fn
+  EXPECT_EQ(names_of(kWanted).symbols_seen(), 6u);
+}
+
+TEST(KernelAddressNames, SymbolizesWithOffset) {
+  const KernelAddressNames k = names_of(kWanted);
   EXPECT_EQ(k.symbolize(0xffffffff81000000), "_stext+0x0");
   EXPECT_EQ(k.symbolize(0xffffffff8100101a), "do_one+0xa");
   EXPECT_EQ(k.symbolize(0xffffffff81001090), "unsorted_in_file+0x10");
@@ -40,23 +60,66 @@ TEST(Kallsyms, SymbolizesWithOffset) {
   EXPECT_EQ(k.symbolize(0xffffffffc0a00042), "mod_fn+0x42 [nf_tables]");
 }
 
-TEST(Kallsyms, PaddingPrefixIsNotAFunction) {
+TEST(KernelAddressNames, PaddingPrefixIsNotAFunction) {
   // __pfx_do_one is skipped: an address in the padding belongs to the function before.
-  EXPECT_EQ(fake().symbolize(0xffffffff81001004), "_stext+0x1004");
+  EXPECT_EQ(names_of(kWanted).symbolize(0xffffffff81001004), "_stext+0x1004");
 }
 
-TEST(Kallsyms, UnknownAddressesStayNumeric) {
-  Kallsyms k = fake();
+TEST(KernelAddressNames, UnknownAddressesStayNumeric) {
+  const KernelAddressNames k = names_of(kWanted);
   EXPECT_EQ(k.symbolize(0xffffffff80000000), "0xffffffff80000000");  // below every symbol
   EXPECT_EQ(k.symbolize(0xffffffffc1000000), "0xffffffffc1000000");  // far past the last
+  EXPECT_EQ(k.symbolize(0xffffffff81001020), "0xffffffff81001020");  // not asked for
 }
 
-TEST(Kallsyms, HiddenAddressesGiveAnEmptyTable) {
+TEST(KernelAddressNames, HiddenAddressesNameNothing) {
   // kptr_restrict shows zeros to unprivileged readers.
-  std::istringstream in("0000000000000000 T _stext\n0000000000000000 t do_one\n");
-  Kallsyms k = Kallsyms::parse(in);
-  EXPECT_EQ(k.size(), 0u);
+  const KernelAddressNames k =
+      names_of({0xffffffff81000010}, "0000000000000000 T _stext\n0000000000000000 t do_one\n");
+  EXPECT_EQ(k.symbols_seen(), 0u);
   EXPECT_EQ(k.symbolize(0xffffffff81000010), "0xffffffff81000010");
+}
+
+TEST(KernelAddressNames, PiecesThatSplitLinesGiveTheSameNames) {
+  const KernelAddressNames whole = names_of(kWanted);
+  for (size_t piece = 1; piece < 64; ++piece) {
+    const KernelAddressNames pieces = names_of(kWanted, kFake, piece);
+    EXPECT_EQ(pieces.symbols_seen(), whole.symbols_seen()) << "pieces of " << piece;
+    for (uint64_t addr : kWanted) EXPECT_EQ(pieces.symbolize(addr), whole.symbolize(addr)) << "pieces of " << piece;
+  }
+  // The last line without its newline still counts.
+  EXPECT_EQ(names_of({0xffffffff81000004}, "ffffffff81000000 T last").symbolize(0xffffffff81000004), "last+0x4");
+}
+
+TEST(KernelAddressNames, AliasesAtOneAddressTakeTheLastInTheFile) {
+  const KernelAddressNames k = names_of({0xffffffff81000008}, "ffffffff81000000 T first\nffffffff81000000 t second\n");
+  EXPECT_EQ(k.symbolize(0xffffffff81000008), "second+0x8");
+}
+
+// Against the definition (the highest text symbol at or below the address), on shuffled
+// files and address sets where many addresses share a symbol and many symbols fall between
+// two addresses.
+TEST(KernelAddressNames, MatchesTheHighestSymbolAtOrBelowOnRandomFiles) {
+  std::mt19937_64 rng(42);
+  for (int round = 0; round < 50; ++round) {
+    std::vector<uint64_t> symbols;
+    for (int i = 0; i < 200; ++i) symbols.push_back(0xffffffff81000000 + (rng() % 0x100000));
+    std::string text;
+    for (uint64_t addr : symbols) text += fmt_line(addr, "f" + std::to_string(addr & 0xfffff));
+    std::vector<uint64_t> wanted;
+    for (int i = 0; i < 100; ++i) wanted.push_back(0xffffffff81000000 - 0x100 + (rng() % 0x100200));
+    const KernelAddressNames k = names_of(wanted, text, 1 + rng() % 300);
+    for (uint64_t addr : wanted) {
+      uint64_t best = 0;
+      for (uint64_t s : symbols)
+        if (s <= addr && s >= best) best = s;
+      char expected[64];
+      if (best) std::snprintf(expected, sizeof(expected), "f%llu+0x%llx", static_cast<unsigned long long>(best & 0xfffff),
+                              static_cast<unsigned long long>(addr - best));
+      else std::snprintf(expected, sizeof(expected), "0x%llx", static_cast<unsigned long long>(addr));
+      ASSERT_EQ(k.symbolize(addr), expected) << "round " << round;
+    }
+  }
 }
 
 TEST(KernelText, FindsEachNameInOnePassUpToEtext) {
