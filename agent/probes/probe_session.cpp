@@ -133,6 +133,16 @@ constexpr int kPieceDone = -EAGAIN;
 constexpr uint64_t kTickNs = 1'000'000'000;
 constexpr uint64_t kMinTickNs = 10'000'000;  // a probe's deadline in the past: not a busy loop
 
+// SIGINT/SIGTERM go to the main thread (the recorder's handler); the helper threads that load
+// or detach probes only do that.
+void block_stop_signals() {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+}
+
 struct RunningProbe {
   const ProbeInfo* info;
   std::unique_ptr<Probe> probe;
@@ -273,12 +283,7 @@ struct ProbeSession::Impl {
     try {
       while (threads.size() < std::min(wanted, threads_max))
         threads.emplace_back([&work] {
-          // SIGINT/SIGTERM go to the main thread (the recorder's handler); these only load.
-          sigset_t stop;
-          sigemptyset(&stop);
-          sigaddset(&stop, SIGINT);
-          sigaddset(&stop, SIGTERM);
-          pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+          block_stop_signals();
           work();
         });
     } catch (...) {
@@ -373,7 +378,25 @@ ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record
   impl_->fill = std::make_unique<RingFill>(impl_->events.get(), impl_->options.ringbuf_bytes);
 }
 
-ProbeSession::~ProbeSession() = default;
+// Detaching waits in the kernel: each tracepoint link's or perf event's close() took 50-70 ms
+// here (an RCU grace period per detach), ~50 of them, so one after another the agent's exit
+// came 3-5 s after the report. Each probe detaches on a thread of its own and the waits overlap.
+ProbeSession::~ProbeSession() {
+  if (!impl_) return;
+  std::vector<std::thread> threads;
+  for (auto& p : impl_->probes) {
+    if (!p.probe) continue;
+    try {
+      threads.emplace_back([&p] {
+        block_stop_signals();
+        p.probe.reset();
+      });
+    } catch (...) {
+      p.probe.reset();  // no thread: this one detaches it
+    }
+  }
+  for (auto& t : threads) t.join();
+}
 
 int ProbeSession::poll(int timeout_ms) {
   uint64_t now = host::monotonic_now_ns();
