@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "analysis/attribution.hpp"
 #include "analysis/record_view.hpp"
@@ -13,24 +14,73 @@
 namespace ld::analysis {
 namespace {
 
-report::Target target_from_header(const nlohmann::json& header) {
+// The header's and trailer's fields, each read with the JSON type it should have. A field of
+// another type (a hand-edited or damaged trace) counts as absent and is named in one warning:
+// it costs that field, never the report (nlohmann's value() throws on a mistyped field).
+class TraceFields {
+ public:
+  const nlohmann::json& member(const nlohmann::json& obj, const char* key) const {
+    static const nlohmann::json absent;
+    if (!obj.is_object()) return absent;
+    const auto it = obj.find(key);
+    return it == obj.end() ? absent : *it;
+  }
+
+  // `where` names the field in the warning ("header clock.start_mono_ns").
+  uint64_t u64(const nlohmann::json& obj, const char* key, uint64_t fallback, const char* where) {
+    const nlohmann::json& v = member(obj, key);
+    // A trailer made in memory (attach) may hold a count as a signed integer; a parsed one as
+    // unsigned.
+    const bool whole = v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+    return whole ? v.get<uint64_t>() : mistyped(v, where, fallback);
+  }
+  int64_t i64(const nlohmann::json& obj, const char* key, int64_t fallback, const char* where) {
+    const nlohmann::json& v = member(obj, key);
+    return v.is_number_integer() ? v.get<int64_t>() : mistyped(v, where, fallback);
+  }
+  std::string str(const nlohmann::json& obj, const char* key, const std::string& fallback, const char* where) {
+    const nlohmann::json& v = member(obj, key);
+    return v.is_string() ? v.get<std::string>() : mistyped(v, where, fallback);
+  }
+  nlohmann::json object(const nlohmann::json& obj, const char* key, const char* where) {
+    const nlohmann::json& v = member(obj, key);
+    return v.is_object() ? v : mistyped(v, where, nlohmann::json::object());
+  }
+
+  void warn(std::vector<std::string>& warnings) const {
+    if (!mistyped_.empty())
+      warnings.push_back(fmt::format("trace field(s) of the wrong type ignored: {}", fmt::join(mistyped_, ", ")));
+  }
+
+ private:
+  template <typename T>
+  T mistyped(const nlohmann::json& v, const char* where, T fallback) {
+    if (!v.is_null() && std::find(mistyped_.begin(), mistyped_.end(), where) == mistyped_.end())
+      mistyped_.emplace_back(where);
+    return fallback;
+  }
+  std::vector<std::string> mistyped_;
+};
+
+report::Target target_from_header(const nlohmann::json& header, TraceFields& fields) {
   report::Target target;
-  const auto& t = header.value("target", nlohmann::json::object());
+  const nlohmann::json t = fields.object(header, "target", "header target");
   if (t.contains("pids") && t["pids"].is_array())
     for (const auto& pid : t["pids"])
       if (pid.is_number_integer()) target.pids.push_back(pid.get<int>());
-  target.comm = t.value("comm", "");
-  target.exe = t.value("exe", "");
+  target.comm = fields.str(t, "comm", "", "header target.comm");
+  target.exe = fields.str(t, "exe", "", "header target.exe");
   return target;
 }
 
-std::vector<report::ProbeStatus> probes_from(const nlohmann::json& list) {
+std::vector<report::ProbeStatus> probes_from(const nlohmann::json& list, TraceFields& fields) {
   std::vector<report::ProbeStatus> probes;
   if (!list.is_array()) return probes;
   for (const auto& p : list) {
     if (!p.is_object()) continue;
-    probes.push_back({p.value("name", "?"), p.value("status", "?"), p.value("reason", ""),
-                      p.value("events", uint64_t{0}), p.value("lost", uint64_t{0})});
+    probes.push_back({fields.str(p, "name", "?", "probes[].name"), fields.str(p, "status", "?", "probes[].status"),
+                      fields.str(p, "reason", "", "probes[].reason"), fields.u64(p, "events", 0, "probes[].events"),
+                      fields.u64(p, "lost", 0, "probes[].lost")});
   }
   return probes;
 }
@@ -103,12 +153,13 @@ void EventAnalyzer::on_record(const ld_hdr& rec, size_t size) {
 report::Report EventAnalyzer::finish(const nlohmann::json& header, const nlohmann::json& trailer,
                                      const std::string& token_source,
                                      std::vector<std::string> warnings) {
-  const auto clock = header.value("clock", nlohmann::json::object());
-  const int64_t offset = clock.value("realtime_minus_monotonic_ns", int64_t{0});
-  const uint64_t start = clock.value("start_mono_ns", first_ts_);
+  TraceFields fields;
+  const nlohmann::json clock = fields.object(header, "clock", "header clock");
+  const int64_t offset = fields.i64(clock, "realtime_minus_monotonic_ns", 0, "header clock.realtime_minus_monotonic_ns");
+  const uint64_t start = fields.u64(clock, "start_mono_ns", first_ts_, "header clock.start_mono_ns");
   uint64_t end = last_ts_;
   if (trailer.is_object() && trailer.contains("end_mono_ns"))
-    end = trailer.value("end_mono_ns", last_ts_);
+    end = fields.u64(trailer, "end_mono_ns", last_ts_, "trailer end_mono_ns");
   else
     warnings.push_back("the trace has no trailer (was the agent killed?): the window ends at the "
                        "last event and probe counters are unknown");
@@ -137,30 +188,29 @@ report::Report EventAnalyzer::finish(const nlohmann::json& header, const nlohman
     }
   }
 
-  auto report = report::build_report(timeline, target_from_header(header), start, std::max(start, end),
+  auto report = report::build_report(timeline, target_from_header(header, fields), start, std::max(start, end),
                                      offset);
   report.token_source = used_source;
-  report.probes = probes_from(trailer.is_object() && trailer.contains("probes") ? trailer["probes"]
-                                                                               : header.value("probes", nlohmann::json::array()));
+  const nlohmann::json& trailer_probes = fields.member(trailer, "probes");
+  report.probes = probes_from(trailer_probes.is_array() ? trailer_probes : fields.member(header, "probes"), fields);
   report.agent = agent_cost_from(trailer);
-  report.host = header.value("host", nlohmann::json::object());
+  report.host = fields.object(header, "host", "header host");
   evidence_.finish();
   std::set<uint32_t> tgids;
   for (int pid : report.target.pids) tgids.insert(static_cast<uint32_t>(pid));
-  const auto target = header.value("target", nlohmann::json::object());
-  const uint64_t target_start = target.value("start_mono_ns", uint64_t{0});
+  const uint64_t target_start =
+      fields.u64(fields.member(header, "target"), "start_mono_ns", 0, "header target.start_mono_ns");
   attribute(report, timeline, from_log ? &server_timeline : nullptr, evidence_, tgids, target_start);
   if (!report.attributed && !report.outliers.empty())
     warnings.push_back("no evidence probe ran (only sock?): outliers are found but their causes are unknown; "
                        "record with --probes all");
   if (tracks_) {
-    std::string machine = "x86_64";  // syscall numbers are read with the traced host's table
-    if (auto host = header.find("host"); host != header.end() && host->is_object())
-      if (auto m = host->find("machine"); m != host->end() && m->is_string()) machine = *m;
-    auto tracks = tracks_->finish(machine);
+    // Syscall numbers are read with the traced host's table.
+    auto tracks = tracks_->finish(fields.str(report.host, "machine", "x86_64", "header host.machine"));
     for (auto& w : tracks.warnings) warnings.push_back(std::move(w));
     report.tracks = std::make_shared<const ThreadTracks>(std::move(tracks));
   }
+  fields.warn(warnings);
   for (auto& w : warnings) report.warnings.push_back(std::move(w));
   return report;
 }

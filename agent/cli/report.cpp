@@ -42,7 +42,8 @@ int run_report(const ReportOptions& o) {
       analyzer.on_record(rec, rec.size);
     });
     if (token_source == "sse" && o.tokens.empty())
-      token_source = read.header.value("token_source", std::string("sse"));
+      if (auto it = read.header.find("token_source"); it != read.header.end() && it->is_string())
+        token_source = *it;  // else (absent or mistyped): socket sends
     auto report = analyzer.finish(read.header, read.trailer, token_source, read.warnings);
     rules::apply_rules(report, rule_set, rules::host_facts_of(report));
     out->write(render(report, o.format));
