@@ -8,6 +8,7 @@
 #         PROBES                     `attach --probes PROBES` (all, sock, sched,perf, ...)
 #         PROBES@ARG,ARG             with more attach flags (perf@--sample-hz,499)
 #         BINARY:PROBES              another agent binary (an older build, to compare)
+#         ...+own                    the agent in a session (so an autogroup) of its own (last)
 #         ...+stop                   the agent SIGSTOPped once attached: its probes stay on in
 #                                    the kernel, its user space does nothing during the run
 #         dummy                      all probes, attached to an idle process, not the server
@@ -62,22 +63,28 @@ if [ -n "${TRACE:-}" ]; then
 fi
 
 run_condition() {  # cond round index
-  local cond=$1 agent=$ld pid=$server_pid stop="" probes extra="" ap="" burner=""
+  local cond=$1 agent=$ld pid=$server_pid stop="" own="" probes extra="" ap="" burner=""
   if [[ "$cond" == burn@* ]]; then
     python3 bench/burn.py "${cond#burn@}" >>"$work/burn_${cond#burn@}" &
     burner=$!
     sleep 1  # as the agent's settling
   elif [ "$cond" != none ]; then
     if [[ "$cond" == *:* ]]; then agent=${cond%%:*}; cond=${cond#*:}; fi
+    if [[ "$cond" == *+own ]]; then own=1; cond=${cond%+own}; fi
     if [[ "$cond" == *+stop ]]; then stop=1; cond=${cond%+stop}; fi
     probes=${cond%%@*}
     [[ "$cond" == *@* ]] && extra=${cond#*@}
     if [ "$probes" = dummy ]; then pid=$idle; probes=all; fi
     # shellcheck disable=SC2086  # extra holds flags
-    "$agent" attach --pid "$pid" --probes "$probes" ${extra//,/ } --duration 10m --format json \
+    # +own: the agent in a session of its own (setsid; no fork, the script has no job control),
+    # so in an autogroup of its own, as when an operator's shell or a service starts it beside
+    # a server; otherwise it shares the script's session (and autogroup) with the server and
+    # the bench client.
+    ${own:+setsid} "$agent" attach --pid "$pid" --probes "$probes" ${extra//,/ } --duration 10m --format json \
       -o "$work/agent.json" 2>"$work/agent.err" &
     ap=$!
     wait_attached "$work/agent.err" || exit 2
+    [ -z "$own" ] || [ "$(ps -o sid= -p "$ap" | tr -d ' ')" = "$ap" ] || { echo "compare: setsid forked" >&2; exit 2; }
     sleep 1  # the steady state, as in bench/run.sh
     [ -z "${TRACE:-}" ] || ls "/proc/$ap/task" >"$work/agenttids_$2_$3"
     [ -n "$stop" ] && kill -STOP "$ap"
