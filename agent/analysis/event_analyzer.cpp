@@ -17,14 +17,16 @@ namespace {
 // The header's and trailer's fields, each read with the JSON type it should have. A field of
 // another type (a hand-edited or damaged trace) counts as absent and is named in one warning:
 // it costs that field, never the report (nlohmann's value() throws on a mistyped field).
+// obj[key], or null when obj is no object or has no such key (never throws).
+const nlohmann::json& member(const nlohmann::json& obj, const char* key) {
+  static const nlohmann::json absent;
+  if (!obj.is_object()) return absent;
+  const auto it = obj.find(key);
+  return it == obj.end() ? absent : *it;
+}
+
 class TraceFields {
  public:
-  const nlohmann::json& member(const nlohmann::json& obj, const char* key) const {
-    static const nlohmann::json absent;
-    if (!obj.is_object()) return absent;
-    const auto it = obj.find(key);
-    return it == obj.end() ? absent : *it;
-  }
 
   // `where` names the field in the warning ("header clock.start_mono_ns").
   uint64_t u64(const nlohmann::json& obj, const char* key, uint64_t fallback, const char* where) {
@@ -88,13 +90,12 @@ std::vector<report::ProbeStatus> probes_from(const nlohmann::json& list, TraceFi
 // The trailer's "agent" (probes/recorder.cpp). A missing or mistyped field leaves the cost
 // unknown; it never fails the report.
 report::AgentCost agent_cost_from(const nlohmann::json& trailer) {
-  if (!trailer.is_object()) return {};
-  const auto it = trailer.find("agent");
-  if (it == trailer.end() || !it->is_object()) return {};
+  const nlohmann::json& agent = member(trailer, "agent");
+  if (!agent.is_object()) return {};
   auto number = [&](const char* key, double& out) {
-    const auto f = it->find(key);
-    if (f == it->end() || !f->is_number()) return false;
-    out = f->get<double>();
+    const nlohmann::json& f = member(agent, key);
+    if (!f.is_number()) return false;
+    out = f.get<double>();
     return std::isfinite(out) && out >= 0 && out < 1e15;
   };
   report::AgentCost cost;
@@ -191,15 +192,15 @@ report::Report EventAnalyzer::finish(const nlohmann::json& header, const nlohman
   auto report = report::build_report(timeline, target_from_header(header, fields), start, std::max(start, end),
                                      offset);
   report.token_source = used_source;
-  const nlohmann::json& trailer_probes = fields.member(trailer, "probes");
-  report.probes = probes_from(trailer_probes.is_array() ? trailer_probes : fields.member(header, "probes"), fields);
+  const nlohmann::json& trailer_probes = member(trailer, "probes");
+  report.probes = probes_from(trailer_probes.is_array() ? trailer_probes : member(header, "probes"), fields);
   report.agent = agent_cost_from(trailer);
   report.host = fields.object(header, "host", "header host");
   evidence_.finish();
   std::set<uint32_t> tgids;
   for (int pid : report.target.pids) tgids.insert(static_cast<uint32_t>(pid));
   const uint64_t target_start =
-      fields.u64(fields.member(header, "target"), "start_mono_ns", 0, "header target.start_mono_ns");
+      fields.u64(member(header, "target"), "start_mono_ns", 0, "header target.start_mono_ns");
   attribute(report, timeline, from_log ? &server_timeline : nullptr, evidence_, tgids, target_start);
   if (!report.attributed && !report.outliers.empty())
     warnings.push_back("no evidence probe ran (only sock?): outliers are found but their causes are unknown; "
