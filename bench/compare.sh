@@ -11,7 +11,8 @@
 #         ...+own                    the agent in a session (so an autogroup) of its own (last)
 #         ...+stop                   the agent SIGSTOPped once attached: its probes stay on in
 #                                    the kernel, its user space does nothing during the run
-#         dummy                      all probes, attached to an idle process, not the server
+#         dummy[-PROBES]             probes (all, or a comma list) attached to an idle process, not
+#                                    the server: every hook on, every filter fails, nothing recorded
 #         burn@US                    no agent; bench/burn.py spins US us every 10 ms meanwhile
 #                                    (CPU taken with no probe: a control for the agent's CPU);
 #                                    its CPU share of one CPU is printed after the summary
@@ -74,7 +75,10 @@ run_condition() {  # cond round index
     if [[ "$cond" == *+stop ]]; then stop=1; cond=${cond%+stop}; fi
     probes=${cond%%@*}
     [[ "$cond" == *@* ]] && extra=${cond#*@}
-    if [ "$probes" = dummy ]; then pid=$idle; probes=all; fi
+    if [[ "$probes" == dummy || "$probes" == dummy-* ]]; then
+      pid=$idle
+      probes=${probes#dummy}; probes=${probes#-}; probes=${probes:-all}
+    fi
     # shellcheck disable=SC2086  # extra holds flags
     # +own: the agent in a session of its own (setsid; no fork, the script has no job control),
     # so in an autogroup of its own, as when an operator's shell or a service starts it beside
