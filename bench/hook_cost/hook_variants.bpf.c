@@ -6,29 +6,16 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
-char LICENSE[] SEC("license") = "GPL";
+#include "common.bpf.h"
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, __u64);
-} targets SEC(".maps");
+char LICENSE[] SEC("license") = "GPL";
 
 __u64 hits;
 
-static __always_inline int is_target(void)
-{
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	__u32 word = tgid >> 6;
-	__u64 *bits = bpf_map_lookup_elem(&targets, &word);
-
-	return bits && (*bits & (1ULL << (tgid & 63)));
-}
-
+/* The agent's own target filter (ld_is_target, common.bpf.h): an idle bitmap, so it fails. */
 static __always_inline int count(void)
 {
-	if (is_target())
+	if (ld_is_target(bpf_get_current_pid_tgid() >> 32))
 		__sync_fetch_and_add(&hits, 1);
 	return 0;
 }
@@ -36,12 +23,6 @@ static __always_inline int count(void)
 /* The agent's way: a perf-event syscall tracepoint per syscall. */
 SEC("tracepoint/syscalls/sys_exit_read")
 int pe_exit_read(void *ctx) { return count(); }
-SEC("tracepoint/syscalls/sys_exit_write")
-int pe_exit_write(void *ctx) { return count(); }
-SEC("tracepoint/syscalls/sys_exit_sendto")
-int pe_exit_sendto(void *ctx) { return count(); }
-SEC("tracepoint/syscalls/sys_exit_recvfrom")
-int pe_exit_recvfrom(void *ctx) { return count(); }
 
 /* One program on every syscall's exit, dispatching on the number (the sock probe's eight). */
 SEC("tp_btf/sys_exit")

@@ -48,7 +48,11 @@ int main(int argc, char **argv)
 			return 2;
 		*colon = 0;
 		prog = bpf_object__find_program_by_name(obj, argv[i]);
-		for (int k = 0; prog && k < copies; k++)
+		if (!prog) {
+			fprintf(stderr, "load_variants: no program %s\n", argv[i]);
+			return 2;
+		}
+		for (int k = 0; k < copies; k++)
 			if (!bpf_program__attach(prog)) {
 				fprintf(stderr, "load_variants: attaching %s failed\n", argv[i]);
 				return 1;

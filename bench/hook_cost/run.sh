@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the agent's hooks cost processes it does not trace, per call, and what other ways of
-# hooking the same syscalls would cost (docs/performance.md, "Per call: the hooks, and
-# cheaper ways to hook tried"). Each condition attaches its hooks to an idle `sleep` (every
+# hooking the same syscalls would cost (docs/performance.md, "Per call, and
+# the hooks on a fast host"). Each condition attaches its hooks to an idle `sleep` (every
 # filter fails) and times bench/hook_cost/syscall_loop.c on CPU 1; conditions alternate over
 # ROUNDS rounds and each prints its median over rounds, and the difference to `none`.
 #
@@ -19,10 +19,9 @@ calls=${2:-1000000}
 bash scripts/setup.sh >/dev/null
 out=build/hook_cost
 mkdir -p "$out"
-[ -e "$out/vmlinux.h" ] || bpftool btf dump file /sys/kernel/btf/vmlinux format c >"$out/vmlinux.h"
-arch=$(uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
-[ "$arch" = x86 ] || { echo "hook_cost: the variants use x86-64 syscall numbers" >&2; exit 2; }
-clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -I"$out" -c bench/hook_cost/hook_variants.bpf.c \
+[ "$(uname -m)" = x86_64 ] || { echo "hook_cost: the variants use x86-64 syscall numbers" >&2; exit 2; }
+# build/bpf holds the vmlinux.h the agent's build generated (scripts/setup.sh)
+clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -Ibuild/bpf -Ibpf -c bench/hook_cost/hook_variants.bpf.c \
   -o "$out/hook_variants.bpf.o"
 cc -O2 -Wall -o "$out/load_variants" bench/hook_cost/load_variants.c -lbpf
 cc -O2 -Wall -o "$out/syscall_loop" bench/hook_cost/syscall_loop.c
@@ -37,6 +36,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The hook_variants.bpf.c programs of each variant condition (NAME:COPIES).
+declare -A variants=(
+  [pe-exit]="pe_exit_read:1" [raw-exit]="raw_exit:1" [raw-both]="raw_exit:1 raw_enter:1"
+  [raw-both-x5]="raw_exit:5 raw_enter:5" [sock-tp]="sock_send:1 sock_recv:1")
+
 # Starts the condition's hooks in the background ($holder), waiting until attached.
 attach() {
   local cond=$1 log=$out/holder.err
@@ -45,12 +49,9 @@ attach() {
     none) return 0 ;;
     agent:*) ./build/latency-doctor attach --pid "$idle" --probes "${cond#agent:}" --duration 1h \
                --format json -o "$out/agent.json" 2>"$log" & ;;
-    pe-exit) "$out/load_variants" "$out/hook_variants.bpf.o" pe_exit_read:1 2>"$log" & ;;
-    raw-exit) "$out/load_variants" "$out/hook_variants.bpf.o" raw_exit:1 2>"$log" & ;;
-    raw-both) "$out/load_variants" "$out/hook_variants.bpf.o" raw_exit:1 raw_enter:1 2>"$log" & ;;
-    raw-both-x5) "$out/load_variants" "$out/hook_variants.bpf.o" raw_exit:5 raw_enter:5 2>"$log" & ;;
-    sock-tp) "$out/load_variants" "$out/hook_variants.bpf.o" sock_send:1 sock_recv:1 2>"$log" & ;;
-    *) echo "hook_cost: unknown condition $cond" >&2; exit 2 ;;
+    *) [ -n "${variants[$cond]:-}" ] || { echo "hook_cost: unknown condition $cond" >&2; exit 2; }
+       # shellcheck disable=SC2086  # a list of NAME:COPIES
+       "$out/load_variants" "$out/hook_variants.bpf.o" ${variants[$cond]} 2>"$log" & ;;
   esac
   holder=$!
   for _ in $(seq 100); do
