@@ -3,12 +3,19 @@
  * class of its first bytes, so that user space can rebuild requests and token
  * emissions without ever seeing a payload byte.
  *
- * Only syscall tracepoints: this probe must work on kernels without kprobes
- * or BPF trampolines.  read/write are hooked too because Python servers
- * (uvicorn, aiohttp) write SSE events with write(2) on the socket fd; the fd
- * is checked to be a socket at the exit, so file IO costs that check.
+ * Two ways in, one chosen at load (sock_probe.cpp), neither needing kprobes or
+ * BPF trampolines:
+ *  - the socket layer's own tracepoints, sock_send_length and
+ *    sock_recv_length (Linux 6.3+), as tp_btf programs: they run for socket
+ *    I/O only, hand over the struct sock (no fd-table walk), and cost a file,
+ *    pipe or eventfd read/write nothing (docs/performance.md: ~half the
+ *    per-call cost of the exits below);
+ *  - before 6.3, the exits of read/write/readv/writev/sendto/recvfrom/
+ *    sendmsg/recvmsg: Python servers (uvicorn, aiohttp) write SSE events
+ *    with write(2) on the socket fd, so every read/write of the targets is
+ *    seen there and the fd is checked to be a socket.
  *
- * Exits only: a call's arguments are read back from the user registers the
+ * Either way a call's arguments are read back from the user registers the
  * syscall entry saved (ld_call_args), so no entry program, no per-thread
  * slot and no map lookup by tid; the price is that a call's duration is not
  * measured (ld_sock_io.dur_ns is 0: a call that blocked is in the sched
@@ -93,6 +100,21 @@ static __always_inline int ld_file_is_socket(struct file *f, __u64 *fops)
 	return 2;
 }
 
+/* Fills the socket identity of a call from its socket's family and ports
+ * (skc_num in host order, skc_dport in network order); 0 unless the socket is
+ * AF_INET, AF_INET6 or AF_UNIX. */
+static __always_inline int ld_sock_ident(__u64 sk_addr, __u16 family, __u16 num, __u16 dport,
+					 struct ld_sock_call *in)
+{
+	in->family = family;
+	if (family != LD_AF_INET && family != LD_AF_INET6 && family != LD_AF_UNIX)
+		return 0;
+	in->lport = num;
+	in->rport = bpf_ntohs(dport);
+	in->sock_id = (sk_addr ^ ld_sock_id_key) * 0x9E3779B97F4A7C15ULL;
+	return 1;
+}
+
 /* The first bytes of struct sock_common: addresses, hash, ports, family; read
  * at once instead of a read per field. */
 #define LD_SK_HEAD 32
@@ -142,14 +164,22 @@ static __always_inline int ld_sock_of_fd(__u32 fd, struct ld_sock_call *in)
 	__builtin_memcpy(&family, &head[off_family], sizeof(family));
 	__builtin_memcpy(&num, &head[off_num], sizeof(num));
 	__builtin_memcpy(&dport, &head[off_dport], sizeof(dport));
-	in->family = family;
-	if (in->family != LD_AF_INET && in->family != LD_AF_INET6 && in->family != LD_AF_UNIX)
+	return ld_sock_ident((__u64)sk, family, num, dport, in);
+}
+
+/* The same from the socket layer's tracepoints: sk is a BTF pointer there,
+ * so its fields are plain loads from lines the send or receive just used.
+ * The verifier allows no arithmetic on such a pointer, so its value (for
+ * sock_id) is copied out of the tracepoint's arguments as a number. */
+static __always_inline int ld_sock_of_sk(struct sock *sk, const __u64 *sk_arg,
+					 struct ld_sock_call *in)
+{
+	__u64 sk_addr = 0;
+
+	if (!sk || bpf_probe_read_kernel(&sk_addr, sizeof(sk_addr), sk_arg))
 		return 0;
-	/* skc_num is host order, skc_dport network order. */
-	in->lport = num;
-	in->rport = bpf_ntohs(dport);
-	in->sock_id = ((__u64)sk ^ ld_sock_id_key) * 0x9E3779B97F4A7C15ULL;
-	return 1;
+	return ld_sock_ident(sk_addr, sk->__sk_common.skc_family, sk->__sk_common.skc_num,
+			     sk->__sk_common.skc_dport, in);
 }
 
 /* Copies up to LD_SCRATCH_BYTES of the payload (at most `avail` bytes) into
@@ -190,21 +220,14 @@ static __always_inline __u32 ld_gather(struct ld_scratch *s, const struct ld_soc
 	return off;
 }
 
-static __always_inline int ld_io_exit_classify(long ret)
+/* Classifies the call in this CPU's slot, its socket known, and records it. */
+static __always_inline int ld_sock_record(struct ld_sock_cpu *cpu, long ret)
 {
-	__u32 zero = 0;
-	struct ld_sock_cpu *cpu = bpf_map_lookup_elem(&ld_sock_percpu, &zero);
-	struct ld_sock_call *in;
+	struct ld_sock_call *in = &cpu->call;
 	struct ld_sock_io *e;
 	__u64 avail;
 	__u32 n;
 
-	if (!cpu)
-		return 0;
-	in = &cpu->call;
-	/* Non-blocking servers poll with reads that return EAGAIN: no IO. */
-	if (ret == -LD_EAGAIN || !ld_sock_of_fd(in->fd, in))
-		return 0;
 	/* Received bytes exist only up to ret; a failed send still has its buffer. */
 	avail = ret > 0 ? (__u64)ret : (in->dir == LD_DIR_SEND ? in->len : 0);
 	if (in->vec && ret <= 0)
@@ -230,6 +253,19 @@ static __always_inline int ld_io_exit_classify(long ret)
 	return 0;
 }
 
+static __always_inline int ld_io_exit_classify(long ret)
+{
+	__u32 zero = 0;
+	struct ld_sock_cpu *cpu = bpf_map_lookup_elem(&ld_sock_percpu, &zero);
+
+	if (!cpu)
+		return 0;
+	/* Non-blocking servers poll with reads that return EAGAIN: no IO. */
+	if (ret == -LD_EAGAIN || !ld_sock_of_fd(cpu->call.fd, &cpu->call))
+		return 0;
+	return ld_sock_record(cpu, ret);
+}
+
 /* Every sys_exit program tail-calls this one program, so the verifier checks
  * the classifier once instead of once per syscall (8x the load time). */
 SEC("tracepoint")
@@ -238,14 +274,14 @@ int ld_sock_exit_common(struct trace_event_raw_sys_exit *ctx)
 	return ld_io_exit_classify(ctx->ret);
 }
 
+/* Slot 0: ld_sock_exit_common, set by the loader when the syscall exits are
+ * the way in (a program not loaded cannot be a static initializer). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__array(values, int(void *));
-} ld_sock_tail SEC(".maps") = {
-	.values = { [0] = (void *)&ld_sock_exit_common },
-};
+	__type(value, __u32);
+} ld_sock_tail SEC(".maps");
 
 /* The first three arguments of the syscall being left (fd, buffer, length),
  * from the user registers its entry saved (ld_current_user_regs).  Syscall
@@ -279,23 +315,13 @@ enum ld_call_shape {
 	LD_SHAPE_MSG,   /* (fd, msg, flags): the iovecs are in the user msghdr */
 };
 
-/* A target's exit: the call's arguments into this CPU's ld_sock_percpu, then the
- * classifier (a failed tail call, with an empty prog array, records nothing).
- * The fd is looked up here, at the exit: should another thread have closed it
- * while the call was in flight, the record names what the fd holds now
- * (nothing, or a socket accepted into that number). */
-static __always_inline int ld_io_exit(void *ctx, __u8 syscall, __u8 dir, enum ld_call_shape shape)
+/* The call's arguments, from the saved registers, into *call; for sendmsg and
+ * recvmsg the iovec array from the user msghdr. */
+static __always_inline int ld_call_prepare(struct ld_sock_call *call, __u8 syscall, __u8 dir,
+					   enum ld_call_shape shape)
 {
-	__u32 zero = 0;
-	struct ld_sock_cpu *cpu;
-	struct ld_sock_call *call;
-
-	if (!ld_is_target(bpf_get_current_pid_tgid() >> 32))
+	if (!ld_call_args(call))
 		return 0;
-	cpu = bpf_map_lookup_elem(&ld_sock_percpu, &zero);
-	if (!cpu || !ld_call_args(&cpu->call))
-		return 0;
-	call = &cpu->call;
 	call->syscall = syscall;
 	call->dir = dir;
 	call->vec = shape != LD_SHAPE_PLAIN;
@@ -307,6 +333,24 @@ static __always_inline int ld_io_exit(void *ctx, __u8 syscall, __u8 dir, enum ld
 		call->buf = (__u64)msg.msg_iov;
 		call->len = msg.msg_iovlen;
 	}
+	return 1;
+}
+
+/* A target's exit: the call's arguments into this CPU's ld_sock_percpu, then the
+ * classifier (a failed tail call, with an empty prog array, records nothing).
+ * The fd is looked up here, at the exit: should another thread have closed it
+ * while the call was in flight, the record names what the fd holds now
+ * (nothing, or a socket accepted into that number). */
+static __always_inline int ld_io_exit(void *ctx, __u8 syscall, __u8 dir, enum ld_call_shape shape)
+{
+	__u32 zero = 0;
+	struct ld_sock_cpu *cpu;
+
+	if (!ld_is_target(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	cpu = bpf_map_lookup_elem(&ld_sock_percpu, &zero);
+	if (!cpu || !ld_call_prepare(&cpu->call, syscall, dir, shape))
+		return 0;
 	bpf_tail_call(ctx, &ld_sock_tail, 0);
 	return 0;
 }
@@ -326,6 +370,89 @@ LD_IO_EXIT(readv, LD_SC_READV, LD_DIR_RECV, LD_SHAPE_VEC)
 LD_IO_EXIT(writev, LD_SC_WRITEV, LD_DIR_SEND, LD_SHAPE_VEC)
 LD_IO_EXIT(sendmsg, LD_SC_SENDMSG, LD_DIR_SEND, LD_SHAPE_MSG)
 LD_IO_EXIT(recvmsg, LD_SC_RECVMSG, LD_DIR_RECV, LD_SHAPE_MSG)
+
+/* The syscall a socket-layer tracepoint fired in, from the number its entry
+ * saved; 0 for calls we do not classify (sendmmsg/recvmmsg, sendfile and
+ * splice into a socket, io_uring: the same set the exits above see).  A
+ * tracepoint of one direction only accepts that direction's calls. */
+static __always_inline int ld_syscall_of_nr(long nr, __u8 dir, __u8 *syscall,
+					    enum ld_call_shape *shape)
+{
+#if defined(__TARGET_ARCH_x86)
+	enum { NR_READ = 0, NR_WRITE = 1, NR_READV = 19, NR_WRITEV = 20, NR_SENDTO = 44,
+	       NR_RECVFROM = 45, NR_SENDMSG = 46, NR_RECVMSG = 47 };
+#elif defined(__TARGET_ARCH_arm64)
+	enum { NR_READ = 63, NR_WRITE = 64, NR_READV = 65, NR_WRITEV = 66, NR_SENDTO = 206,
+	       NR_RECVFROM = 207, NR_SENDMSG = 211, NR_RECVMSG = 212 };
+#endif
+	if (dir == LD_DIR_SEND) {
+		switch (nr) {
+		case NR_WRITE: *syscall = LD_SC_WRITE; *shape = LD_SHAPE_PLAIN; return 1;
+		case NR_SENDTO: *syscall = LD_SC_SENDTO; *shape = LD_SHAPE_PLAIN; return 1;
+		case NR_WRITEV: *syscall = LD_SC_WRITEV; *shape = LD_SHAPE_VEC; return 1;
+		case NR_SENDMSG: *syscall = LD_SC_SENDMSG; *shape = LD_SHAPE_MSG; return 1;
+		}
+		return 0;
+	}
+	switch (nr) {
+	case NR_READ: *syscall = LD_SC_READ; *shape = LD_SHAPE_PLAIN; return 1;
+	case NR_RECVFROM: *syscall = LD_SC_RECVFROM; *shape = LD_SHAPE_PLAIN; return 1;
+	case NR_READV: *syscall = LD_SC_READV; *shape = LD_SHAPE_VEC; return 1;
+	case NR_RECVMSG: *syscall = LD_SC_RECVMSG; *shape = LD_SHAPE_MSG; return 1;
+	}
+	return 0;
+}
+
+/* The number of the syscall the current task is in, as its entry saved it. */
+static __always_inline long ld_current_syscall_nr(void)
+{
+	struct pt_regs *regs = ld_current_user_regs();
+
+	if (!regs)
+		return -1;
+#if defined(__TARGET_ARCH_x86)
+	return regs->orig_ax;
+#elif defined(__TARGET_ARCH_arm64)
+	return regs->syscallno;
+#endif
+}
+
+/* A target's send or receive, seen by the socket layer (sock_sendmsg_nosec /
+ * sock_recvmsg_nosec, 6.3+), inside the syscall: its socket comes with the
+ * tracepoint and its buffer from the saved registers.  The tracepoint's ret
+ * is the protocol's, which is what the syscall returns (but for a signal's
+ * -ERESTARTSYS, which the exits saw as -EINTR or a restart). */
+static __always_inline int ld_sock_layer(struct sock *sk, const __u64 *sk_arg, long ret, __u8 dir)
+{
+	__u32 zero = 0;
+	struct ld_sock_cpu *cpu;
+	enum ld_call_shape shape;
+	__u8 syscall;
+
+	if (!ld_is_target(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	if (ret == -LD_EAGAIN)
+		return 0;
+	if (!ld_syscall_of_nr(ld_current_syscall_nr(), dir, &syscall, &shape))
+		return 0;
+	cpu = bpf_map_lookup_elem(&ld_sock_percpu, &zero);
+	if (!cpu || !ld_call_prepare(&cpu->call, syscall, dir, shape) ||
+	    !ld_sock_of_sk(sk, sk_arg, &cpu->call))
+		return 0;
+	return ld_sock_record(cpu, ret);
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(ld_sock_send_length, struct sock *sk, int ret, int flags)
+{
+	return ld_sock_layer(sk, &ctx[0], ret, LD_DIR_SEND);
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(ld_sock_recv_length, struct sock *sk, int ret, int flags)
+{
+	return ld_sock_layer(sk, &ctx[0], ret, LD_DIR_RECV);
+}
 
 /* close() needs the socket before the fd is gone: its entry. */
 SEC("tracepoint/syscalls/sys_enter_close")

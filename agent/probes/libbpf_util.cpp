@@ -21,8 +21,12 @@ thread_local std::string g_last_error;
 
 int libbpf_log(enum libbpf_print_level level, const char* format, va_list args) {
   char line[1024];
+  va_list for_stderr;
+  va_copy(for_stderr, args);
+  // Whole to stderr: a verifier log is one message of up to megabytes, and its end says why.
+  if (g_verbose) vfprintf(stderr, format, for_stderr);
+  va_end(for_stderr);
   vsnprintf(line, sizeof(line), format, args);
-  if (g_verbose) fputs(line, stderr);
   if (level == LIBBPF_WARN) {
     g_last_error = line;
     while (!g_last_error.empty() && g_last_error.back() == '\n') g_last_error.pop_back();

@@ -1,7 +1,20 @@
 // sock: socket sends/receives of the targets, classified in the kernel -> token timeline.
+//
+// Two ways in (bpf/sock.bpf.c): the socket layer's tracepoints sock_send_length and
+// sock_recv_length as tp_btf programs (Linux 6.3+: socket I/O only, about half the per-call
+// cost, nothing on other files' read/write), else the exits of the eight read/write/send/recv
+// syscalls. LD_SOCK_SYSCALL_EXITS=1 takes the exits on any kernel: the root test of that path,
+// and a way back should the socket layer's tracepoints misbehave on some kernel.
 #include <sys/random.h>
 
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
 
 #include "events.h"
 #include "probes/libbpf_util.hpp"
@@ -22,21 +35,75 @@ class SockProbe : public Probe {
   const void* bpf_object_elf(size_t* size) const override { return sock_bpf__elf_bytes(size); }
 
   void start(ProbeContext& ctx) override {
+    // One key for both tries: sock_id must not depend on which way in was taken.
+    sock_id_key_ = random_u64();
+    if (!getenv("LD_SOCK_SYSCALL_EXITS")) socket_layer_ = start_socket_layer(ctx);
+    if (socket_layer_) return;
+    if (int err = open_and_load(ctx, false)) throw_libbpf_error("sock", "loading", err);
+    // The exits tail-call the classifier (verified once, not once per syscall).
+    const int slot = 0;
+    const int classifier = bpf_program__fd(skel_->progs.ld_sock_exit_common);
+    if (bpf_map_update_elem(bpf_map__fd(skel_->maps.ld_sock_tail), &slot, &classifier, BPF_ANY))
+      throw_libbpf_error("sock", "setting the classifier's tail call", -errno);
+    if (int err = sock_bpf__attach(skel_.get())) throw_libbpf_error("sock", "attaching", err);
+  }
+
+  std::string detail() const override {
+    std::string way =
+        socket_layer_
+            ? "socket-layer tracepoints sock_send_length/sock_recv_length (tp_btf)"
+            : "read/write/readv/writev/sendto/recvfrom/sendmsg/recvmsg syscall exit tracepoints";
+    if (socket_layer_error_)
+      way += fmt::format(" (the socket-layer ones did not {}: {})", socket_layer_error_stage_,
+                         std::strerror(-socket_layer_error_));
+    return way + ", payload classified in-kernel";
+  }
+
+ private:
+  // Opens the object with either the socket-layer programs or the syscall exits set to load,
+  // and loads it; a libbpf error code, 0 when loaded.
+  int open_and_load(ProbeContext& ctx, bool socket_layer) {
     skel_.reset(sock_bpf__open_opts(ctx.open_opts));
     if (!skel_) throw_libbpf_error("sock", "opening", errno);
     use_shared_maps(skel_->obj, ctx.shared);
     // sock_id hides kernel addresses: a per-run key mixed into the struct sock pointer.
-    skel_->rodata->ld_sock_id_key = random_u64();
+    skel_->rodata->ld_sock_id_key = sock_id_key_;
     skel_->rodata->ld_follow_children = ctx.options.follow_children;
-    if (int err = sock_bpf__load(skel_.get())) throw_libbpf_error("sock", "loading", err);
-    if (int err = sock_bpf__attach(skel_.get())) throw_libbpf_error("sock", "attaching", err);
-  }
-  std::string detail() const override {
-    return "send/recv/read/write/sendmsg/recvmsg syscall exit tracepoints, payload classified in-kernel";
+    bpf_program* exits[] = {skel_->progs.ld_exit_read,     skel_->progs.ld_exit_write,
+                            skel_->progs.ld_exit_readv,    skel_->progs.ld_exit_writev,
+                            skel_->progs.ld_exit_sendto,   skel_->progs.ld_exit_recvfrom,
+                            skel_->progs.ld_exit_sendmsg,  skel_->progs.ld_exit_recvmsg,
+                            skel_->progs.ld_sock_exit_common};
+    for (bpf_program* prog : exits) bpf_program__set_autoload(prog, !socket_layer);
+    bpf_program__set_autoload(skel_->progs.ld_sock_send_length, socket_layer);
+    bpf_program__set_autoload(skel_->progs.ld_sock_recv_length, socket_layer);
+    int err = sock_bpf__load(skel_.get());
+    if (err) skel_.reset();
+    return err;
   }
 
- private:
+  // Loads and attaches the socket-layer programs: true, or false (why in socket_layer_error_)
+  // where this kernel has no such tracepoints or refuses them, with nothing of them left
+  // loaded. A permission error is fatal, not a fallback.
+  bool start_socket_layer(ProbeContext& ctx) {
+    int err = open_and_load(ctx, true);
+    const bool loaded = !err;
+    if (loaded) err = sock_bpf__attach(skel_.get());
+    if (err == -EPERM || err == -EACCES)
+      throw_libbpf_error("sock", loaded ? "attaching" : "loading", err);
+    if (err) {
+      skel_.reset();
+      socket_layer_error_ = err;
+      socket_layer_error_stage_ = loaded ? "attach" : "load";
+    }
+    return !err;
+  }
+
   SkelPtr<sock_bpf, sock_bpf__destroy> skel_;
+  uint64_t sock_id_key_ = 0;
+  bool socket_layer_ = false;
+  int socket_layer_error_ = 0;
+  const char* socket_layer_error_stage_ = "";
 };
 
 }  // namespace

@@ -76,17 +76,27 @@ TEST(RootAttach, MatchesBenchOnTheSampleTarget) {
   EXPECT_GT(agent["peak_rss_mib"].get<double>(), 1);
 }
 
-// Real servers differ on the wire; the timeline must be right for each of them.
-class RootWire : public ::testing::TestWithParam<std::vector<std::string>> {};
+// Real servers differ on the wire; the timeline must be right for each of them, through
+// either way in of the sock probe: the socket layer's tracepoints (6.3+, the default here) and
+// the syscall exits older kernels get (LD_SOCK_SYSCALL_EXITS=1).
+struct WireCase {
+  std::vector<std::string> server_args;
+  bool syscall_exits;
+};
+
+class RootWire : public ::testing::TestWithParam<WireCase> {};
 
 TEST_P(RootWire, CountsEveryRequestAndToken) {
   REQUIRE_BPF();
+  const WireCase& wire_case = GetParam();
   std::vector<std::string> args{"--token-ms", "5", "--tokens", "8", "--prefill-base-ms", "20"};
-  for (const auto& a : GetParam()) args.push_back(a);
+  for (const auto& a : wire_case.server_args) args.push_back(a);
   Server server(args);
   ASSERT_GT(server.port, 0);
   ld::bench::BenchResult bench;
+  if (wire_case.syscall_exits) setenv("LD_SOCK_SYSCALL_EXITS", "1", 1);
   json report = run_and_report(server.proc->pid(), "60s", [&] { bench = drive(server, 6, 2, 8); });
+  unsetenv("LD_SOCK_SYSCALL_EXITS");
   ASSERT_FALSE(report.is_discarded());
   ASSERT_EQ(bench.failed, 0);
   EXPECT_EQ(bench.tokens, 6u * 8u);
@@ -96,26 +106,36 @@ TEST_P(RootWire, CountsEveryRequestAndToken) {
   // Each wire's tokens leave through its own syscall (send() is sendto(2)); all of them counted.
   const std::map<std::string, std::string> token_syscall{
       {"openai", "sendto"}, {"llamacpp", "sendto"}, {"uvicorn", "write"}, {"rust", "writev"}, {"msg", "sendmsg"}};
-  auto wire = std::find(GetParam().begin(), GetParam().end(), "--wire");
-  const std::string expected = token_syscall.at(wire == GetParam().end() ? "openai" : *std::next(wire));
+  const auto& sa = wire_case.server_args;
+  auto wire = std::find(sa.begin(), sa.end(), "--wire");
+  const std::string expected = token_syscall.at(wire == sa.end() ? "openai" : *std::next(wire));
   EXPECT_EQ(report["summary"]["token_send_syscalls"][expected], bench.tokens) << report["summary"].dump();
+
+  // The probes table says which way in was taken.
+  std::string reason;
+  for (const auto& p : report["probes"])
+    if (p["name"] == "sock") reason = p.value("reason", "");
+  const char* way = wire_case.syscall_exits ? "read/write/readv/writev" : "socket-layer tracepoints";
+  EXPECT_EQ(reason.rfind(way, 0), 0u) << reason;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Servers, RootWire,
-    ::testing::Values(std::vector<std::string>{"--wire", "openai"},
-                      std::vector<std::string>{"--wire", "llamacpp", "--close-after-stream"},
-                      std::vector<std::string>{"--wire", "uvicorn"},
-                      std::vector<std::string>{"--wire", "rust"},
-                      std::vector<std::string>{"--wire", "msg"},
-                      std::vector<std::string>{"--plain"}),
-    [](const auto& info) {
-      std::string name;
-      for (const auto& a : info.param)
-        for (char c : a)
-          if (std::isalnum(static_cast<unsigned char>(c))) name += c;
-      return name;
-    });
+std::vector<WireCase> wire_cases() {
+  const std::vector<std::vector<std::string>> servers{
+      {"--wire", "openai"}, {"--wire", "llamacpp", "--close-after-stream"},
+      {"--wire", "uvicorn"}, {"--wire", "rust"}, {"--wire", "msg"}, {"--plain"}};
+  std::vector<WireCase> cases;
+  for (bool exits : {false, true})
+    for (const auto& s : servers) cases.push_back({s, exits});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Servers, RootWire, ::testing::ValuesIn(wire_cases()), [](const auto& info) {
+  std::string name;
+  for (const auto& a : info.param.server_args)
+    for (char c : a)
+      if (std::isalnum(static_cast<unsigned char>(c))) name += c;
+  return name + (info.param.syscall_exits ? "_SyscallExits" : "_SocketLayer");
+});
 
 TEST(RootAttach, TokenLogReplacesSocketSends) {
   REQUIRE_BPF();
