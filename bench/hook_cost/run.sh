@@ -11,7 +11,9 @@
 # tracepoint, as the agent hooks); `raw-exit` (one tp_btf sys_exit program for every
 # syscall, dispatching on the number); `raw-both` (that and one on sys_enter); `raw-both-x5`
 # (five of each: one per family that hooks syscalls); `sock-tp` (tp_btf on
-# sock_send_length/sock_recv_length, 6.3+). Do not run anything else meanwhile.
+# sock_send_length/sock_recv_length, 6.3+); `agent-exits:PROBES` (the agent with the sock
+# probe on the syscall exits older kernels get, LD_SOCK_SYSCALL_EXITS=1). Environment: CONDS="..."
+# runs those conditions only (none first). Do not run anything else meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${1:-3}
@@ -47,6 +49,8 @@ attach() {
   : >"$log"
   case "$cond" in
     none) return 0 ;;
+    agent-exits:*) LD_SOCK_SYSCALL_EXITS=1 ./build/latency-doctor attach --pid "$idle" \
+               --probes "${cond#agent-exits:}" --duration 1h --format json -o "$out/agent.json" 2>"$log" & ;;
     agent:*) ./build/latency-doctor attach --pid "$idle" --probes "${cond#agent:}" --duration 1h \
                --format json -o "$out/agent.json" 2>"$log" & ;;
     *) [ -n "${variants[$cond]:-}" ] || { echo "hook_cost: unknown condition $cond" >&2; exit 2; }
@@ -73,6 +77,7 @@ detach() {
 conds=(none agent:sched agent:sock agent:perf agent:memory agent:disk agent:gil agent:futex
        agent:tcp agent:cgroup agent:reclaim agent:cpufreq agent:all pe-exit raw-exit raw-both
        raw-both-x5 sock-tp)
+[ -z "${CONDS:-}" ] || read -r -a conds <<<"$CONDS"
 results=$out/results
 : >"$results"
 for r in $(seq "$rounds"); do
