@@ -49,10 +49,11 @@ attach() {
   : >"$log"
   case "$cond" in
     none) return 0 ;;
-    agent-exits:*) LD_SOCK_SYSCALL_EXITS=1 ./build/latency-doctor attach --pid "$idle" \
-               --probes "${cond#agent-exits:}" --duration 1h --format json -o "$out/agent.json" 2>"$log" & ;;
-    agent:*) ./build/latency-doctor attach --pid "$idle" --probes "${cond#agent:}" --duration 1h \
-               --format json -o "$out/agent.json" 2>"$log" & ;;
+    agent:* | agent-exits:*)
+      local exits_env=()  # the agent takes the syscall exits when this variable is set at all
+      [[ $cond != agent-exits:* ]] || exits_env=(LD_SOCK_SYSCALL_EXITS=1)
+      env "${exits_env[@]}" ./build/latency-doctor attach --pid "$idle" --probes "${cond#*:}" \
+        --duration 1h --format json -o "$out/agent.json" 2>"$log" & ;;
     *) [ -n "${variants[$cond]:-}" ] || { echo "hook_cost: unknown condition $cond" >&2; exit 2; }
        # shellcheck disable=SC2086  # a list of NAME:COPIES
        "$out/load_variants" "$out/hook_variants.bpf.o" ${variants[$cond]} 2>"$log" & ;;
