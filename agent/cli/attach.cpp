@@ -38,6 +38,8 @@ int run_attach(const AttachOptions& o) {
     print_error("attach", e.what());
     return kExitUsage;
   }
+  // Live alerts are for a person watching: read every second unless told otherwise.
+  if (o.live && o.record.read_interval.empty()) options.read_interval_ms = 1000;
   options.trace_path = o.record_path;
   options.token_source = *token_source;
   try {

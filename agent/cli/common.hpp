@@ -83,6 +83,7 @@ struct RecordFlags {
   std::string probes = "all";
   std::string ringbuf = "16M";
   uint32_t sample_hz = probes::kDefaultSampleHz;
+  std::string read_interval;  // "": RecordOptions' default (--live: 1s)
   bool quiet = false;
   bool verbose = false;
 };

@@ -72,7 +72,7 @@ class CgroupProbe : public Probe {
       if (dirs && !dirs->cpu.empty()) {
         reason.clear();
         detail_ = fmt::format("cgroup {} cpu {} (memory {}), sampled every 50 ms under a CPU quota, "
-                              "else every second",
+                              "else every read interval",
                               dirs->cpu_v2 ? "v2" : "v1", dirs->cpu,
                               dirs->memory.empty() ? "unreachable" : dirs->memory);
         break;

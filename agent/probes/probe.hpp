@@ -63,10 +63,11 @@ class Probe {
   // fails). Probes start in parallel: start() may touch only its own probe and thread-safe
   // state.
   virtual void start(ProbeContext& ctx) = 0;
-  // From the poll loop, once a second or by next_tick_ns(): user-space sampling, housekeeping.
+  // From the poll loop, every read interval or by next_tick_ns(): user-space sampling,
+  // housekeeping.
   virtual void tick(uint64_t now_mono_ns, const EmitFn& emit) {}
   // When (CLOCK_MONOTONIC ns) this probe needs its next tick() at the latest, if sooner than
-  // the loop's second. Every wake-up of the agent takes a CPU from the server for a moment,
+  // the read interval. Every wake-up of the agent takes a CPU from the server for a moment,
   // so only a probe with a deadline (a sampler, a temporary uprobe to remove) asks.
   virtual uint64_t next_tick_ns(uint64_t now_mono_ns) const { return UINT64_MAX; }
   // Once, after the ring buffer is drained: flush in-kernel aggregates, symbolise stacks.

@@ -128,9 +128,8 @@ constexpr uint32_t kRecordsPerPiece = 32;
 // negative return, with that record consumed, and passes the value up.
 constexpr int kPieceDone = -EAGAIN;
 
-// The tick for user-space sampling: once a second unless a probe asks sooner
+// The tick for user-space sampling: every ProbeOptions::tick_ns unless a probe asks sooner
 // (Probe::next_tick_ns).
-constexpr uint64_t kTickNs = 1'000'000'000;
 constexpr uint64_t kMinTickNs = 10'000'000;  // a probe's deadline in the past: not a busy loop
 
 // SIGINT/SIGTERM go to the main thread (the recorder's handler); the helper threads that load
@@ -355,6 +354,7 @@ ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record
   set_libbpf_verbose(options.verbose);
   impl_->options = options;
   impl_->on_record = std::move(on_record);
+  if (options.tick_ns == 0) throw ProbeError(ProbeError::Kind::Other, "the read interval must be positive");
   if (options.ringbuf_bytes < 4096 || (options.ringbuf_bytes & (options.ringbuf_bytes - 1)))
     throw ProbeError(ProbeError::Kind::Other, "--ringbuf-size must be a power of two >= 4 KiB");
   try {
@@ -411,7 +411,7 @@ int ProbeSession::poll(int timeout_ms) {
   now = host::monotonic_now_ns();
   if (now >= impl_->next_tick && !impl_->finished) {
     auto emit = impl_->emitter();
-    uint64_t next = now + kTickNs;
+    uint64_t next = now + impl_->options.tick_ns;
     for (auto& p : impl_->probes) {
       if (!p.probe) continue;
       // Each probe's tick is a step of paced work (util/pacing.hpp), and the file reads
@@ -442,6 +442,16 @@ void ProbeSession::add_target(uint32_t tgid) {
   for (auto& p : impl_->probes)
     if (p.probe) p.probe->add_target(tgid);
   impl_->next_tick = 0;  // a new process may give a probe a deadline (the GIL's uprobe)
+}
+
+bool ProbeSession::wake_when_readable(int fd) {
+  // Added to the ring buffer's own epoll set, which only drain() waits on (ring_buffer__poll,
+  // which maps events to rings, is never called). One-shot: a pidfd stays readable once the
+  // process is gone, and with other targets still alive every wait would end at once.
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLONESHOT;
+  ev.data.fd = fd;
+  return epoll_ctl(ring_buffer__epoll_fd(impl_->ring.get()), EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
 std::vector<report::ProbeStatus> ProbeSession::status() const {

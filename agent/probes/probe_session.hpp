@@ -35,6 +35,9 @@ struct ProbeOptions {
   bool follow_children = false;
   uint32_t ringbuf_bytes = 16u << 20;  // power of two, >= page size
   uint32_t sample_hz = kDefaultSampleHz;  // the perf probe's cpu-clock rate per CPU
+  // How often poll() samples in user space (the probes' ticks) and so, in a steady state, how
+  // often the agent wakes: see RecordOptions::read_interval_ms.
+  uint64_t tick_ns = 1'000'000'000;
   std::vector<std::string> probes;     // names to enable; empty = every probe of "all"
   bool verbose = false;                // libbpf's own log on stderr
   // Probes from outside the registry (the pipeline benchmark's producer): started like an
@@ -57,6 +60,10 @@ class ProbeSession {
   // the callback; returns how many. Records held back by the batched wake-up are drained too.
   int poll(int timeout_ms);
   void add_target(uint32_t tgid);
+  // poll() also returns (once) when `fd` becomes readable, e.g. a target's pidfd at its exit,
+  // instead of at the end of a read interval. The caller keeps the fd open while polling;
+  // false (errno set) if the kernel refused it.
+  bool wake_when_readable(int fd);
   // Drains the ring buffer and lets each probe flush what it holds (aggregates, stacks).
   void finish();
   // Drops every record from now on: the sinks may be gone while the probes detach.

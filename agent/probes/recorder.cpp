@@ -39,6 +39,7 @@ class PidWatch {
   ~PidWatch() { if (fd_ >= 0) close(fd_); }
   PidWatch(const PidWatch&) = delete;
   PidWatch(PidWatch&& o) noexcept : pid_(o.pid_), fd_(o.fd_) { o.fd_ = -1; }
+  int fd() const { return fd_; }
   bool exited() const {
     if (fd_ < 0) return !host::read_process(pid_).has_value();
     pollfd p{fd_, POLLIN, 0};
@@ -207,6 +208,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
                              .follow_children = options.children,
                              .ringbuf_bytes = options.ringbuf_bytes,
                              .sample_hz = options.sample_hz,
+                             .tick_ns = options.read_interval_ms * 1'000'000,
                              .probes = options.probes,
                              .verbose = options.verbose,
                              .extra_probes = options.extra_probes};
@@ -241,6 +243,10 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   }
   ProbeSession& session = *session_owner;
   const double attach_ms = static_cast<double>(host::monotonic_now_ns() - attach_begin) / 1e6;
+  // A target's exit ends the wait at once rather than at the end of a read interval (a pid
+  // without a pidfd is still checked at each wake-up).
+  for (const auto& w : watches)
+    if (w.fd() >= 0) session.wake_when_readable(w.fd());
   if (options.children) {
     // Children forked between the scan above and the fork hook's attachment: scan again.
     for (int pid : options.pids)
@@ -272,13 +278,14 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   Progress progress(options.quiet);
   uint64_t last_flush = start;
   while (true) {
-    // Wake once a second (flush, progress, a target that exited: SIGINT interrupts the wait
-    // at once), or when the duration ends; the ring buffer wakes us when data piles up.
-    int timeout_ms = 1000;
+    // Wake every read interval (flush, progress), or when the duration ends; the ring buffer
+    // wakes us when data piles up, a target's exit (its pidfd) and SIGINT at once.
+    const uint64_t interval_ms = options.read_interval_ms;
+    int timeout_ms = static_cast<int>(interval_ms);
     if (options.duration_ms) {
       uint64_t elapsed_ms = (host::monotonic_now_ns() - start) / 1000000;
       uint64_t left_ms = options.duration_ms > elapsed_ms ? options.duration_ms - elapsed_ms : 0;
-      timeout_ms = static_cast<int>(std::min<uint64_t>(left_ms, 1000));
+      timeout_ms = static_cast<int>(std::min<uint64_t>(left_ms, interval_ms));
     }
     session.poll(timeout_ms);
     uint64_t now = host::monotonic_now_ns();
@@ -291,7 +298,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     for (const auto& w : watches) all_exited = all_exited && w.exited();
     if (all_exited) { result.stop_reason = "target-exit"; break; }
     // Steps of paced work (util/pacing.hpp), like the probes' ticks before them.
-    if (writer && write_error.empty() && now - last_flush >= 1000000000ULL) {
+    if (writer && write_error.empty() && now - last_flush >= interval_ms * 1000000ULL) {
       util::pace();
       try { writer->flush(); } catch (const std::exception& e) { write_error = e.what(); }
       last_flush = now;

@@ -1,6 +1,7 @@
 // tcp: connection churn of the targets (set-up, TIME_WAIT, close, retransmits) from
 // sock:inet_sock_set_state and tcp:tcp_retransmit_*, plus the namespace-wide counters of
-// /proc/PID/net/{netstat,snmp,sockstat} (listen overflows, TIME_WAIT count) every second.
+// /proc/PID/net/{netstat,snmp,sockstat} (listen overflows, TIME_WAIT count) every read
+// interval (--read-interval; at least a second apart).
 #include <sys/random.h>
 
 #include <bpf/bpf.h>
@@ -25,7 +26,8 @@
 namespace ld::probes {
 namespace {
 
-// Once a second: generating /proc/PID/net/netstat is not free, and a window's counters are
+// At each tick (the read interval), at most once a second: generating /proc/PID/net/netstat
+// is not free, and a window's counters are
 // bracketed by the samples around it either way.
 constexpr uint64_t kSampleEveryNs = 1'000'000'000;
 // Listening ports are scanned only at attach and for a new target: the kernel side follows
@@ -83,7 +85,7 @@ class TcpProbe : public Probe {
   std::string detail() const override {
     return fmt::format(
         "sock:inet_sock_set_state + tcp:tcp_retransmit_skb/synack on target sockets and "
-        "listening ports ({} found at start); /proc/PID/net counters every second; TIME_WAIT "
+        "listening ports ({} found at start); /proc/PID/net counters every read interval; TIME_WAIT "
         "entry inferred from FIN_WAIT2/CLOSING -> CLOSE",
         ports_at_start_);
   }

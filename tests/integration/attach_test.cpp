@@ -278,10 +278,13 @@ TEST(RootAttach, Sigkill_LeavesNothingLoaded) {
 TEST(RootAttach, TargetExitEndsTheTraceWithAReport) {
   REQUIRE_BPF();
   Server server({"--token-ms", "5", "--tokens", "4"});
-  auto agent = start_attach(server.proc->pid(), {"--duration", "5m", "--format", "json"});
+  // The exit ends the wait at once (the target's pidfd), not at the end of a read interval:
+  // with one of 10 s the agent must be gone well before it.
+  auto agent = start_attach(server.proc->pid(), {"--duration", "5m", "--format", "json", "--read-interval", "10s"});
   drive(server, 3, 1, 4);
+  std::this_thread::sleep_for(500ms);  // past the first wake-up's reading, if any
   server.proc->signal(SIGKILL);
-  auto code = agent->wait(20s);
+  auto code = agent->wait(8s);
   ASSERT_TRUE(code.has_value()) << "attach kept running after its target died";
   EXPECT_EQ(*code, 0);
   json report = json::parse(agent->out(), nullptr, false);
@@ -313,7 +316,8 @@ TEST(RootAttach, Kill9DuringRecordKeepsTheFlushedChunks) {
   REQUIRE_BPF();
   Server server({"--token-ms", "5", "--tokens", "5"});
   std::string trace = "/tmp/ld-k9-" + std::to_string(getpid()) + ".ldtrace";
-  Child rec({kAgent, "record", "--pid", std::to_string(server.proc->pid()), "--duration", "5m", "-o", trace});
+  Child rec({kAgent, "record", "--pid", std::to_string(server.proc->pid()), "--duration", "5m",
+             "--read-interval", "1s", "-o", trace});
   ASSERT_TRUE([&] {
     for (int i = 0; i < 500; ++i) {
       if (rec.err().find("attached to pid") != std::string::npos) return true;
@@ -322,7 +326,7 @@ TEST(RootAttach, Kill9DuringRecordKeepsTheFlushedChunks) {
     return false;
   }());
   drive(server, 3, 1, 5);
-  std::this_thread::sleep_for(2500ms);  // the recorder flushes a chunk every second
+  std::this_thread::sleep_for(2500ms);  // the recorder flushes a chunk every read interval
   rec.signal(SIGKILL);
   rec.wait(10s);
   Child report({kAgent, "report", trace, "--format", "json"});
@@ -332,6 +336,32 @@ TEST(RootAttach, Kill9DuringRecordKeepsTheFlushedChunks) {
   EXPECT_EQ(replay["summary"]["requests"], 3);
   EXPECT_NE(report.err().find("no trailer"), std::string::npos) << report.err();
   unlink(trace.c_str());
+}
+
+// --read-interval sets how often the agent wakes in a steady state: on an idle target the
+// wake-ups (the report's agent.wakeups, its voluntary context switches while recording) follow
+// it, and a wake-up once the duration ends still writes the report.
+TEST(RootAttach, ReadIntervalSetsHowOftenTheAgentWakes) {
+  REQUIRE_BPF();
+  auto wakeups_with = [](const std::string& interval) {
+    Child idle({"/bin/sleep", "60"});
+    auto agent = start_attach(idle.pid(), {"--duration", "3s", "--read-interval", interval, "--format", "json"});
+    auto code = agent->wait(30s);
+    EXPECT_EQ(code.value_or(-1), 0) << agent->err();
+    json report = json::parse(agent->out(), nullptr, false);
+    idle.signal(SIGKILL);
+    if (report.is_discarded() || !report["agent"].is_object()) {
+      ADD_FAILURE() << "no report with --read-interval " << interval << ": " << agent->err();
+      return -1;
+    }
+    return report["agent"]["wakeups"].get<int>();
+  };
+  int often = wakeups_with("200ms");
+  int seldom = wakeups_with("3s");
+  ASSERT_GE(often, 0);
+  ASSERT_GE(seldom, 0);
+  // 3 s at 200 ms is ~15 wake-ups, at 3 s none but the end's; the stop's own switches are alike.
+  EXPECT_GE(often, seldom + 8) << "200ms: " << often << ", 3s: " << seldom;
 }
 
 TEST(RootAttach, BadTargetsAndFlagsGiveOneLineErrors) {
@@ -348,6 +378,9 @@ TEST(RootAttach, BadTargetsAndFlagsGiveOneLineErrors) {
       {{"attach", "--pid", "1", "--format", "pdf"}, 1, "--format pdf"},
       {{"attach", "--pid", "1", "--tokens", "csv:x"}, 1, "--tokens csv:x"},
       {{"attach", "--pid", "1", "--probes", "nope"}, 1, "unknown probe 'nope'"},
+      {{"attach", "--pid", "1", "--read-interval", "20s"}, 1, "--read-interval 20s"},
+      {{"attach", "--pid", "1", "--read-interval", "50ms"}, 1, "--read-interval 50ms"},
+      {{"record", "--pid", "1", "-o", "/tmp/never-written", "--read-interval", "often"}, 1, "--read-interval often"},
       {{"attach", "--pid", "1", "-o", "/nonexistent-dir/r.json"}, 2, "cannot write /nonexistent-dir/r.json"},
       {{"attach"}, 1, "--pid"},
       {{"report", "/nonexistent.ldtrace"}, 2, "cannot read /nonexistent.ldtrace"},

@@ -74,8 +74,9 @@ TEST(CgroupProbe, QuotaThrottlingOfAHog) {
             << " ms of " << (end - start) / 1e6 << " ms (" << ratio * 100 << "%)\n";
 }
 
-// Without a quota the session's once-a-second tick samples; a quota set during the run starts
-// the 50 ms sampler, which must then place the throttling as in QuotaThrottlingOfAHog.
+// Without a quota the session's tick samples (every read interval: 1 s here); a quota set
+// during the run starts the 50 ms sampler at the next tick, which must then place the
+// throttling as in QuotaThrottlingOfAHog.
 TEST(CgroupProbe, QuotaSetDuringTheRunIsSampledEvery50ms) {
   if (auto why = ld::test::bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
   ld::test::QuotaCgroup cg(0, 100000);
@@ -87,13 +88,13 @@ TEST(CgroupProbe, QuotaSetDuringTheRunIsSampledEvery50ms) {
   std::thread later([&] {
     std::this_thread::sleep_for(1500ms);  // the agent attaches, the hog runs unlimited a while
     quota_set = cg.set_quota(20000, 100000);
-    // The sampler thread starts from the session's 1 s tick, long after the agent dropped its
+    // The sampler thread starts from the session's tick, long after the agent dropped its
     // loading privileges: it must not have them either (capabilities are per thread).
     std::this_thread::sleep_for(1200ms);
     if (int agent = ld::test::find_process("record --pid " + std::to_string(hog.pid()) + " "))
       agent_threads = ld::test::thread_capabilities(agent);
   });
-  auto rec = ld::test::record_workload(hog, "cgroup", 20s);
+  auto rec = ld::test::record_workload(hog, "cgroup", 20s, {"--read-interval", "1s"});
   later.join();
   ASSERT_TRUE(quota_set);
   ASSERT_EQ(rec.agent_exit, 0) << rec.agent_err;
