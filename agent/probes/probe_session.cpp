@@ -354,7 +354,8 @@ ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record
   set_libbpf_verbose(options.verbose);
   impl_->options = options;
   impl_->on_record = std::move(on_record);
-  if (options.tick_ns == 0) throw ProbeError(ProbeError::Kind::Other, "the read interval must be positive");
+  if (options.tick_ns == 0)
+    throw ProbeError(ProbeError::Kind::Other, "the read interval must be positive");
   if (options.ringbuf_bytes < 4096 || (options.ringbuf_bytes & (options.ringbuf_bytes - 1)))
     throw ProbeError(ProbeError::Kind::Other, "--ringbuf-size must be a power of two >= 4 KiB");
   try {
@@ -444,14 +445,14 @@ void ProbeSession::add_target(uint32_t tgid) {
   impl_->next_tick = 0;  // a new process may give a probe a deadline (the GIL's uprobe)
 }
 
-bool ProbeSession::wake_when_readable(int fd) {
+void ProbeSession::wake_when_readable(int fd) {
   // Added to the ring buffer's own epoll set, which only drain() waits on (ring_buffer__poll,
   // which maps events to rings, is never called). One-shot: a pidfd stays readable once the
   // process is gone, and with other targets still alive every wait would end at once.
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLONESHOT;
   ev.data.fd = fd;
-  return epoll_ctl(ring_buffer__epoll_fd(impl_->ring.get()), EPOLL_CTL_ADD, fd, &ev) == 0;
+  epoll_ctl(ring_buffer__epoll_fd(impl_->ring.get()), EPOLL_CTL_ADD, fd, &ev);
 }
 
 std::vector<report::ProbeStatus> ProbeSession::status() const {

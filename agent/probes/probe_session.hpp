@@ -61,9 +61,9 @@ class ProbeSession {
   int poll(int timeout_ms);
   void add_target(uint32_t tgid);
   // poll() also returns (once) when `fd` becomes readable, e.g. a target's pidfd at its exit,
-  // instead of at the end of a read interval. The caller keeps the fd open while polling;
-  // false (errno set) if the kernel refused it.
-  bool wake_when_readable(int fd);
+  // instead of at the end of a read interval. The caller keeps the fd open while polling, and
+  // still checks what it waits for at each wake-up: an fd the kernel refuses is only slower.
+  void wake_when_readable(int fd);
   // Drains the ring buffer and lets each probe flush what it holds (aggregates, stacks).
   void finish();
   // Drops every record from now on: the sinks may be gone while the probes detach.

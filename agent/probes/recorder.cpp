@@ -243,8 +243,8 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   }
   ProbeSession& session = *session_owner;
   const double attach_ms = static_cast<double>(host::monotonic_now_ns() - attach_begin) / 1e6;
-  // A target's exit ends the wait at once rather than at the end of a read interval (a pid
-  // without a pidfd is still checked at each wake-up).
+  // A target's exit ends the wait at once rather than at the end of a read interval (exited()
+  // below is still asked at each wake-up, for a pid without a pidfd too).
   for (const auto& w : watches)
     if (w.fd() >= 0) session.wake_when_readable(w.fd());
   if (options.children) {
@@ -277,10 +277,10 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
 
   Progress progress(options.quiet);
   uint64_t last_flush = start;
+  const uint64_t interval_ms = options.read_interval_ms;
   while (true) {
     // Wake every read interval (flush, progress), or when the duration ends; the ring buffer
     // wakes us when data piles up, a target's exit (its pidfd) and SIGINT at once.
-    const uint64_t interval_ms = options.read_interval_ms;
     int timeout_ms = static_cast<int>(interval_ms);
     if (options.duration_ms) {
       uint64_t elapsed_ms = (host::monotonic_now_ns() - start) / 1000000;

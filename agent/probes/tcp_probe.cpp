@@ -27,8 +27,7 @@ namespace ld::probes {
 namespace {
 
 // At each tick (the read interval), at most once a second: generating /proc/PID/net/netstat
-// is not free, and a window's counters are
-// bracketed by the samples around it either way.
+// is not free, and a window's counters are bracketed by the samples around it either way.
 constexpr uint64_t kSampleEveryNs = 1'000'000'000;
 // Listening ports are scanned only at attach and for a new target: the kernel side follows
 // a target's listen() and close() of a listener itself. A scan reads /proc/PID/net/tcp{,6},

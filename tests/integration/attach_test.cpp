@@ -280,7 +280,8 @@ TEST(RootAttach, TargetExitEndsTheTraceWithAReport) {
   Server server({"--token-ms", "5", "--tokens", "4"});
   // The exit ends the wait at once (the target's pidfd), not at the end of a read interval:
   // with one of 10 s the agent must be gone well before it.
-  auto agent = start_attach(server.proc->pid(), {"--duration", "5m", "--format", "json", "--read-interval", "10s"});
+  auto agent = start_attach(server.proc->pid(),
+                            {"--duration", "5m", "--format", "json", "--read-interval", "10s"});
   drive(server, 3, 1, 4);
   std::this_thread::sleep_for(500ms);  // past the first wake-up's reading, if any
   server.proc->signal(SIGKILL);
@@ -345,7 +346,8 @@ TEST(RootAttach, ReadIntervalSetsHowOftenTheAgentWakes) {
   REQUIRE_BPF();
   auto wakeups_with = [](const std::string& interval) {
     Child idle({"/bin/sleep", "60"});
-    auto agent = start_attach(idle.pid(), {"--duration", "3s", "--read-interval", interval, "--format", "json"});
+    auto agent =
+        start_attach(idle.pid(), {"--duration", "3s", "--read-interval", interval, "--format", "json"});
     auto code = agent->wait(30s);
     EXPECT_EQ(code.value_or(-1), 0) << agent->err();
     json report = json::parse(agent->out(), nullptr, false);
@@ -380,7 +382,8 @@ TEST(RootAttach, BadTargetsAndFlagsGiveOneLineErrors) {
       {{"attach", "--pid", "1", "--probes", "nope"}, 1, "unknown probe 'nope'"},
       {{"attach", "--pid", "1", "--read-interval", "20s"}, 1, "--read-interval 20s"},
       {{"attach", "--pid", "1", "--read-interval", "50ms"}, 1, "--read-interval 50ms"},
-      {{"record", "--pid", "1", "-o", "/tmp/never-written", "--read-interval", "often"}, 1, "--read-interval often"},
+      {{"record", "--pid", "1", "-o", "/tmp/never-written", "--read-interval", "often"}, 1,
+       "--read-interval often"},
       {{"attach", "--pid", "1", "-o", "/nonexistent-dir/r.json"}, 2, "cannot write /nonexistent-dir/r.json"},
       {{"attach"}, 1, "--pid"},
       {{"report", "/nonexistent.ldtrace"}, 2, "cannot read /nonexistent.ldtrace"},
