@@ -215,6 +215,15 @@ struct ProbeSession::Impl {
     }
   }
 
+  // The earliest of `next` and the probes' own deadlines (Probe::next_tick_ns), such as the
+  // GIL's learning uprobe, which the server pays for on every GIL take until it comes off.
+  uint64_t earliest_deadline(uint64_t next) const {
+    uint64_t now = host::monotonic_now_ns();
+    for (const auto& p : probes)
+      if (p.probe) next = std::min(next, std::max(p.probe->next_tick_ns(now), now + kMinTickNs));
+    return next;
+  }
+
   EmitFn emitter() {
     return [this](const ld_hdr& rec, size_t size) {
       if (delivering) on_record(rec, size);
@@ -377,6 +386,7 @@ ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record
     throw ProbeError(ProbeError::Kind::Other,
                      fmt::format("opening the ring buffer failed: {}", std::strerror(errno)));
   impl_->fill = std::make_unique<RingFill>(impl_->events.get(), impl_->options.ringbuf_bytes);
+  impl_->next_tick = impl_->earliest_deadline(host::monotonic_now_ns() + options.tick_ns);
 }
 
 // Detaching waits in the kernel: each tracepoint link's or perf event's close() took 50-70 ms
@@ -401,9 +411,12 @@ ProbeSession::~ProbeSession() {
 
 int ProbeSession::poll(int timeout_ms) {
   uint64_t now = host::monotonic_now_ns();
-  if (impl_->next_tick > now && timeout_ms != 0) {
-    // Round up: waking a little after the tick is due beats waking twice.
-    uint64_t until_tick_ms = (impl_->next_tick - now + 999'999) / 1'000'000;
+  if (timeout_ms != 0 && !impl_->finished) {
+    // A tick already due: no wait (a whole read interval late cost the GIL's learning
+    // uprobe 4 s on the server). Otherwise round up: waking a little after the tick is due
+    // beats waking twice.
+    uint64_t until_tick_ms =
+        impl_->next_tick > now ? (impl_->next_tick - now + 999'999) / 1'000'000 : 0;
     if (timeout_ms < 0 || until_tick_ms < static_cast<uint64_t>(timeout_ms))
       timeout_ms = static_cast<int>(until_tick_ms);
   }
@@ -412,7 +425,6 @@ int ProbeSession::poll(int timeout_ms) {
   now = host::monotonic_now_ns();
   if (now >= impl_->next_tick && !impl_->finished) {
     auto emit = impl_->emitter();
-    uint64_t next = now + impl_->options.tick_ns;
     for (auto& p : impl_->probes) {
       if (!p.probe) continue;
       // Each probe's tick is a step of paced work (util/pacing.hpp), and the file reads
@@ -420,9 +432,8 @@ int ProbeSession::poll(int timeout_ms) {
       // of each wake-up past the TPOT p99.
       util::pace();
       p.probe->tick(now, emit);
-      next = std::min(next, std::max(p.probe->next_tick_ns(now), now + kMinTickNs));
     }
-    impl_->next_tick = next;
+    impl_->next_tick = impl_->earliest_deadline(now + impl_->options.tick_ns);
   }
   return n;
 }
@@ -442,7 +453,7 @@ void ProbeSession::add_target(uint32_t tgid) {
   impl_->targets->add(tgid);
   for (auto& p : impl_->probes)
     if (p.probe) p.probe->add_target(tgid);
-  impl_->next_tick = 0;  // a new process may give a probe a deadline (the GIL's uprobe)
+  impl_->next_tick = impl_->earliest_deadline(impl_->next_tick);  // e.g. the GIL's uprobe
 }
 
 void ProbeSession::wake_when_readable(int fd) {
