@@ -39,9 +39,10 @@ constexpr size_t kWordsOfOneGil = 3;            // condvar's 2 alternating words
 constexpr uint64_t kRearmWindowNs = 2 * kSec;
 constexpr uint64_t kFirstIdleNs = 30 * kSec;
 constexpr uint64_t kMaxIdleNs = 600 * kSec;
-// A child may exec python after the fork: look again 1, 3, 7 and 15 s after a process is
-// first seen (each look reads its /proc/PID/maps: ~0.1 ms of agent CPU, in the same wake-up
-// as the other probes' once-a-second work, which a server thread waits out).
+// A child may exec python after the fork: look again at the first ticks 1, 3, 7 and 15 s
+// after a process is first seen, until 10 s (each look reads its /proc/PID/maps: ~0.1 ms of
+// agent CPU, in the same wake-up as the other probes' work of the read interval, which a
+// server thread waits out).
 constexpr uint64_t kSearchForNs = 10 * kSec;    // no new look starts after this
 constexpr uint64_t kFirstSearchAgainNs = 1 * kSec;  // then twice as long each time
 constexpr uint64_t kLearningTickNs = kSec / 10;
@@ -121,18 +122,13 @@ class GilProbe : public Probe {
   }
 
   uint64_t next_tick_ns(uint64_t now) const override {
-    uint64_t next = UINT64_MAX;
-    for (const auto& [tgid, p] : procs_) {
-      switch (p.phase) {
-        // The uprobe costs the server on every GIL take: look for learned words often, so
-        // that it comes off soon after they appear.
-        case Phase::Learning: next = std::min(next, now + kLearningTickNs); break;
-        case Phase::Searching: next = std::min(next, p.next_search_ns); break;
-        case Phase::Idle: next = std::min(next, p.rearm_at_ns); break;
-        default: break;
-      }
-    }
-    return next;
+    // The uprobe costs the server on every GIL take: look for learned words often, so that
+    // it comes off soon after they appear. The other phases' times (the next look at the
+    // maps, the re-arm) wait for the read interval's tick: a wake-up of their own would
+    // cost a server thread one more preemption for work that is not urgent.
+    bool learning = std::any_of(procs_.begin(), procs_.end(),
+                                [](const auto& kv) { return kv.second.phase == Phase::Learning; });
+    return learning ? now + kLearningTickNs : UINT64_MAX;
   }
 
   void finish(const EmitFn& emit) override {
