@@ -39,11 +39,11 @@ constexpr size_t kWordsOfOneGil = 3;            // condvar's 2 alternating words
 constexpr uint64_t kRearmWindowNs = 2 * kSec;
 constexpr uint64_t kFirstIdleNs = 30 * kSec;
 constexpr uint64_t kMaxIdleNs = 600 * kSec;
-// A child may exec python after the fork: look again at the first ticks 1, 3, 7 and 15 s
-// after a process is first seen, until 10 s (each look reads its /proc/PID/maps: ~0.1 ms of
+// A child may exec python after the fork: look again at the first ticks 1, 3, 7 and 10 s
+// after a process is first seen (each look reads its /proc/PID/maps: ~0.1 ms of
 // agent CPU, in the same wake-up as the other probes' work of the read interval, which a
 // server thread waits out).
-constexpr uint64_t kSearchForNs = 10 * kSec;    // no new look starts after this
+constexpr uint64_t kSearchForNs = 10 * kSec;    // the last look
 constexpr uint64_t kFirstSearchAgainNs = 1 * kSec;  // then twice as long each time
 constexpr uint64_t kLearningTickNs = kSec / 10;
 constexpr size_t kMaxProcs = 256;
@@ -138,6 +138,16 @@ class GilProbe : public Probe {
 
   void add_target(uint32_t tgid) override { track(tgid, host::monotonic_now_ns()); }
 
+  // A process not yet learned may need the uprobe (again): one still being looked at (a
+  // launcher that execs python later), one learning now (it may time out and be re-armed),
+  // one idle until its re-arm.
+  bool attaches_later() const override {
+    return std::any_of(procs_.begin(), procs_.end(), [](const auto& kv) {
+      Phase ph = kv.second.phase;
+      return ph == Phase::Searching || ph == Phase::Learning || ph == Phase::Idle;
+    });
+  }
+
   uint64_t user_records() const override { return user_records_; }
 
   std::string detail() const override {
@@ -175,7 +185,9 @@ class GilProbe : public Probe {
     auto rt = find_python_runtime(maps, fmt::format("/proc/{}/root", p.tgid));
     if (!rt) {
       p.phase = now - p.added_ns < kSearchForNs ? Phase::Searching : Phase::NoPython;
-      p.next_search_ns = now + (kFirstSearchAgainNs << std::min<uint32_t>(p.searches++, 4));
+      // The last look at the window's end: until then the agent keeps CAP_SYS_ADMIN for it.
+      p.next_search_ns = std::min(now + (kFirstSearchAgainNs << std::min<uint32_t>(p.searches++, 4)),
+                                  p.added_ns + kSearchForNs);
       return;
     }
     p.rt = *rt;

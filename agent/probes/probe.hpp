@@ -74,6 +74,10 @@ class Probe {
   virtual void finish(const EmitFn& emit) {}
   // A new target process (fork of a target with --children, found by user space).
   virtual void add_target(uint32_t tgid) {}
+  // Whether this probe may still attach a kernel hook of its own later (the GIL's learning
+  // uprobe for a Python not yet learned): the agent keeps the capabilities attaching needs
+  // (uprobes: CAP_SYS_ADMIN) until no probe says so.
+  virtual bool attaches_later() const { return false; }
   // Records this probe made in user space (kernel-side ones are counted in ld_counters).
   virtual uint64_t user_records() const { return 0; }
   // Shown as the probe's `reason` when attached: how it works here, e.g. "GIL via take_gil".

@@ -456,6 +456,11 @@ void ProbeSession::add_target(uint32_t tgid) {
   impl_->next_tick = impl_->earliest_deadline(impl_->next_tick);  // e.g. the GIL's uprobe
 }
 
+bool ProbeSession::attaches_later() const {
+  return std::any_of(impl_->probes.begin(), impl_->probes.end(),
+                     [](const RunningProbe& p) { return p.probe && p.probe->attaches_later(); });
+}
+
 void ProbeSession::wake_when_readable(int fd) {
   // Added to the ring buffer's own epoll set, which only drain() waits on (ring_buffer__poll,
   // which maps events to rings, is never called). One-shot: a pidfd stays readable once the

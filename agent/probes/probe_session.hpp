@@ -60,6 +60,8 @@ class ProbeSession {
   // the callback; returns how many. Records held back by the batched wake-up are drained too.
   int poll(int timeout_ms);
   void add_target(uint32_t tgid);
+  // Whether a probe may still attach a hook later (Probe::attaches_later).
+  bool attaches_later() const;
   // poll() also returns (once) when `fd` becomes readable, e.g. a target's pidfd at its exit,
   // instead of at the end of a read interval. The caller keeps the fd open while polling, and
   // still checks what it waits for at each wake-up: an fd the kernel refuses is only slower.

@@ -257,9 +257,11 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
         }
   }
   // From here on we only read: give up what loading and attaching needed. Following
-  // children keeps the right to attach probes to the new processes.
+  // children keeps the right to attach probes to the new processes, and so does a probe that
+  // attaches later (the GIL's uprobe for a Python not learned yet) until it no longer may.
   if (auto note = yield_to_target(); !note.empty()) result.warnings.push_back(note);
-  if (auto note = drop_capabilities(options.children); !note.empty()) result.warnings.push_back(note);
+  bool attach_caps_kept = options.children || session.attaches_later();
+  if (auto note = drop_capabilities(attach_caps_kept); !note.empty()) result.warnings.push_back(note);
   // Loading parsed the kernel's BTF and ten objects on several threads; glibc keeps what they
   // freed in its heaps. Hand it back: the agent left on a server maps only what it uses (on a
   // shadow-paging VM every mapped page is also work at each switch-in: docs/performance.md).
@@ -297,6 +299,10 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     bool all_exited = true;
     for (const auto& w : watches) all_exited = all_exited && w.exited();
     if (all_exited) { result.stop_reason = "target-exit"; break; }
+    if (attach_caps_kept && !options.children && !session.attaches_later()) {
+      if (auto note = drop_capabilities(false); !note.empty()) result.warnings.push_back(note);
+      attach_caps_kept = false;
+    }
     // Steps of paced work (util/pacing.hpp), like the probes' ticks before them.
     if (writer && write_error.empty() && now - last_flush >= interval_ms * 1000000ULL) {
       util::pace();

@@ -197,22 +197,53 @@ TEST(RootAttach, ChildrenForkedAfterAttachAreFollowed) {
   EXPECT_EQ(report["summary"]["tokens"], 15);
 }
 
+// The threads of `pid` that still hold a capability for loading or attaching (CAP_SYS_ADMIN,
+// CAP_PERFMON, CAP_BPF), as " tid tid..."; and how many threads were looked at.
+std::string attaching_threads(int pid, int* threads) {
+  std::string held;
+  *threads = 0;
+  for (const auto& [tid, effective] : ld::test::thread_capabilities(pid)) {
+    (*threads)++;
+    const unsigned long long attach_caps = (1ULL << 21) | (1ULL << 38) | (1ULL << 39);
+    if (effective & attach_caps) held += " " + tid;
+    EXPECT_NE(effective & (1ULL << 2), 0u) << "CAP_DAC_READ_SEARCH (token logs, /proc) dropped by " << tid;
+  }
+  return held;
+}
+
 TEST(RootAttach, DropsLoadingPrivilegesOnceAttached) {
   REQUIRE_BPF();
   Server server({"--token-ms", "5"});
-  auto agent = start_attach(server.proc->pid(), {"--duration", "5m"});
+  // Every probe but gil (which may attach later: below).
+  auto agent = start_attach(server.proc->pid(),
+                            {"--duration", "5m", "--probes",
+                             "sock,sched,perf,memory,disk,futex,tcp,cgroup,reclaim,cpufreq"});
   // Capabilities are per thread: every thread the agent still runs must have dropped them.
+  // One reading thread; the cgroup sampler runs only under a CPU quota (its threads'
+  // capabilities: CgroupProbe.QuotaSetDuringTheRunIsSampledEvery50ms).
   int threads = 0;
-  for (const auto& [tid, effective] : ld::test::thread_capabilities(agent->pid())) {
-    EXPECT_EQ(effective & (1ULL << 21), 0u) << "CAP_SYS_ADMIN kept by thread " << tid;
-    EXPECT_EQ(effective & (1ULL << 38), 0u) << "CAP_PERFMON kept by thread " << tid;
-    EXPECT_EQ(effective & (1ULL << 39), 0u) << "CAP_BPF kept by thread " << tid;
-    EXPECT_NE(effective & (1ULL << 2), 0u) << "CAP_DAC_READ_SEARCH (token logs, /proc) dropped by " << tid;
-    threads++;
-  }
-  // One reading thread; the cgroup sampler runs only under a CPU quota (its threads' capabilities:
-  // CgroupProbe.QuotaSetDuringTheRunIsSampledEvery50ms).
+  EXPECT_EQ(attaching_threads(agent->pid(), &threads), "");
   EXPECT_GE(threads, 1);
+  agent->signal(SIGINT);
+  EXPECT_EQ(agent->wait(20s).value_or(-1), 0) << agent->err();
+}
+
+// The gil probe attaches its learning uprobe when it finds a Python, which needs CAP_SYS_ADMIN:
+// kept while it looks at a new target's maps (a launcher may exec python later; 10 s), then
+// dropped at the next tick.
+TEST(RootAttach, KeepsAttachingPrivilegesOnlyWhileTheGilProbeMayAttach) {
+  REQUIRE_BPF();
+  Server server({"--token-ms", "5"});
+  auto agent = start_attach(server.proc->pid(), {"--duration", "5m", "--read-interval", "1s"});
+  int threads = 0;
+  EXPECT_NE(attaching_threads(agent->pid(), &threads), "")
+      << "dropped before the GIL probe's search ended";
+  auto until = std::chrono::steady_clock::now() + 25s;
+  std::string held;
+  while (!(held = attaching_threads(agent->pid(), &threads)).empty() &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(held, "") << "still held 25 s after attach by" << held;
   agent->signal(SIGINT);
   EXPECT_EQ(agent->wait(20s).value_or(-1), 0) << agent->err();
 }

@@ -171,6 +171,40 @@ TEST(GilProbe, NonPythonTargetIsIdle) {
   EXPECT_TRUE(rec.of_type<ld_gil_addr>(LD_EV_GIL_ADDR).empty());
 }
 
+// A target that is not Python when the agent attaches and execs it later (a launcher script,
+// a supervisor's child): the probe looks at its maps again at the read interval's ticks, finds
+// the runtime and learns the GIL's words from then on.
+TEST(GilProbe, PythonExecedAfterAttachIsFound) {
+  if (auto why = ld::test::bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  if (access(kDebian.c_str(), X_OK) != 0) GTEST_SKIP() << kDebian << " is not installed";
+  // The first SIGUSR1 (record_workload's release) execs Python in the same process; the
+  // second starts its 4 s of GIL contention.
+  Child launcher({"/bin/sh", "-c",
+                  "trap 'exec " + kDebian + " " + kWorkload + " 4' USR1; while :; do sleep 0.05; done"});
+  std::this_thread::sleep_for(100ms);  // the trap is set
+  std::thread starter([&] {
+    if (launcher.wait_for_output("ready", 20s)) launcher.signal(SIGUSR1);
+  });
+  auto rec = ld::test::record_workload(launcher, "gil", 30s, {"--read-interval", "1s"});
+  starter.join();
+  ASSERT_EQ(rec.agent_exit, 0) << rec.agent_err;
+  auto status = rec.probe("gil");
+  ASSERT_FALSE(status.is_null()) << rec.trailer.dump();
+  auto lines = parse_lines(launcher.out());
+  ASSERT_TRUE(lines.count("sleeper")) << launcher.out();
+  auto addrs = rec.of_type<ld_gil_addr>(LD_EV_GIL_ADDR);
+  ASSERT_FALSE(addrs.empty()) << "the exec'd Python's GIL was never learned; " << status.dump();
+  for (const auto& a : addrs) {
+    EXPECT_EQ(a.hdr.tgid, static_cast<uint32_t>(launcher.pid()));
+    EXPECT_EQ(a.method, LD_GIL_RESTORE_THREAD);
+  }
+  size_t sleeper_waits = 0;
+  for (const auto& w : rec.of_type<ld_gil_wait>(LD_EV_GIL_WAIT))
+    sleeper_waits += w.kind == LD_GIL_WAIT_ONE && w.hdr.tid == lines["sleeper"];
+  // Learned within ~1-2 s of the 4 s run: the rest of it (~100 wake-ups) is timed.
+  EXPECT_GE(sleeper_waits, 20u) << status.dump();
+}
+
 // ---------------------------------------------------------------- cost (run by hand)
 
 const std::string kIoWorkload = std::string(LD_SOURCE_DIR) + "/tests/workloads/gil_io.py";
