@@ -29,7 +29,8 @@ int run_attach(const AttachOptions& o) {
   probes::RecordOptions options;
   std::optional<std::string> token_source;
   try {
-    options = to_record_options(o.record);
+    // Live alerts are for a person watching: read every second unless told otherwise.
+    options = o.live ? to_record_options(o.record, 1000) : to_record_options(o.record);
     token_source = parse_token_source(o.tokens);
     if (!token_source)
       throw std::invalid_argument(fmt::format("--tokens {}: expected sse or jsonl:FILE", o.tokens));
@@ -38,8 +39,6 @@ int run_attach(const AttachOptions& o) {
     print_error("attach", e.what());
     return kExitUsage;
   }
-  // Live alerts are for a person watching: read every second unless told otherwise.
-  if (o.live && o.record.read_interval.empty()) options.read_interval_ms = 1000;
   options.trace_path = o.record_path;
   options.token_source = *token_source;
   try {

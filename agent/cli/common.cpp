@@ -114,6 +114,10 @@ void add_record_flags(CLI::App* sub, RecordFlags& flags, const std::string& defa
 }
 
 probes::RecordOptions to_record_options(const RecordFlags& flags) {
+  return to_record_options(flags, probes::RecordOptions{}.read_interval_ms);
+}
+
+probes::RecordOptions to_record_options(const RecordFlags& flags, uint64_t read_interval_ms) {
   probes::RecordOptions options;
   options.pids = flags.pids;
   options.children = flags.children;
@@ -128,6 +132,7 @@ probes::RecordOptions to_record_options(const RecordFlags& flags) {
         "--ringbuf-size {}: expected a power of two between 4K and 1G, e.g. 16M", flags.ringbuf));
   options.ringbuf_bytes = static_cast<uint32_t>(*ringbuf);
   options.sample_hz = flags.sample_hz;
+  options.read_interval_ms = read_interval_ms;
   if (!flags.read_interval.empty()) {
     auto interval = parse_duration_ms(flags.read_interval);
     if (!interval || *interval < 100 || *interval > 10'000)

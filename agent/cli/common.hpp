@@ -83,12 +83,14 @@ struct RecordFlags {
   std::string probes = "all";
   std::string ringbuf = "16M";
   uint32_t sample_hz = probes::kDefaultSampleHz;
-  std::string read_interval;  // "": RecordOptions' default (--live: 1s)
+  std::string read_interval;  // "": to_record_options' default
   bool quiet = false;
   bool verbose = false;
 };
 void add_record_flags(CLI::App* sub, RecordFlags& flags, const std::string& default_duration);
-// Throws std::invalid_argument with a message naming the flag.
+// Throws std::invalid_argument with a message naming the flag. `read_interval_ms`: the
+// interval when --read-interval is not given (attach --live: 1 s), else RecordOptions'.
 probes::RecordOptions to_record_options(const RecordFlags& flags);
+probes::RecordOptions to_record_options(const RecordFlags& flags, uint64_t read_interval_ms);
 
 }  // namespace ld::cli

@@ -217,8 +217,7 @@ struct ProbeSession::Impl {
 
   // The earliest of `next` and the probes' own deadlines (Probe::next_tick_ns), such as the
   // GIL's learning uprobe, which the server pays for on every GIL take until it comes off.
-  uint64_t earliest_deadline(uint64_t next) const {
-    uint64_t now = host::monotonic_now_ns();
+  uint64_t earliest_deadline(uint64_t now, uint64_t next) const {
     for (const auto& p : probes)
       if (p.probe) next = std::min(next, std::max(p.probe->next_tick_ns(now), now + kMinTickNs));
     return next;
@@ -386,7 +385,8 @@ ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record
     throw ProbeError(ProbeError::Kind::Other,
                      fmt::format("opening the ring buffer failed: {}", std::strerror(errno)));
   impl_->fill = std::make_unique<RingFill>(impl_->events.get(), impl_->options.ringbuf_bytes);
-  impl_->next_tick = impl_->earliest_deadline(host::monotonic_now_ns() + options.tick_ns);
+  uint64_t now = host::monotonic_now_ns();
+  impl_->next_tick = impl_->earliest_deadline(now, now + options.tick_ns);
 }
 
 // Detaching waits in the kernel: each tracepoint link's or perf event's close() took 50-70 ms
@@ -433,7 +433,7 @@ int ProbeSession::poll(int timeout_ms) {
       util::pace();
       p.probe->tick(now, emit);
     }
-    impl_->next_tick = impl_->earliest_deadline(now + impl_->options.tick_ns);
+    impl_->next_tick = impl_->earliest_deadline(now, now + impl_->options.tick_ns);
   }
   return n;
 }
@@ -453,7 +453,8 @@ void ProbeSession::add_target(uint32_t tgid) {
   impl_->targets->add(tgid);
   for (auto& p : impl_->probes)
     if (p.probe) p.probe->add_target(tgid);
-  impl_->next_tick = impl_->earliest_deadline(impl_->next_tick);  // e.g. the GIL's uprobe
+  // A new process may give a probe a deadline (the GIL's uprobe).
+  impl_->next_tick = impl_->earliest_deadline(host::monotonic_now_ns(), impl_->next_tick);
 }
 
 bool ProbeSession::attaches_later() const {
