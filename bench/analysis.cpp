@@ -702,7 +702,7 @@ json measure_once(const std::string& mode, const std::string& path) {
     out["outliers"] = report.outliers.size();
     out["typical_windows"] = report.typical.windows;
     out["top_cause"] = report.outliers.empty() || report.outliers.front().causes.empty()
-                           ? "" : report.outliers.front().causes.front().cause;
+                           ? "" : std::string(ld::model::cause_id(report.outliers.front().causes.front().cause));
   }
   out["peak_rss_kb"] = peak_rss_kb();
   return out;

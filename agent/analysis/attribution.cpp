@@ -6,12 +6,14 @@
 
 #include <fmt/format.h>
 
-#include "analysis/stats.hpp"
+#include "model/stats.hpp"
 #include "analysis/thread_tracks.hpp"
 #include "util/search.hpp"
 #include "events.h"
 
 namespace ld::analysis {
+
+using namespace model;
 namespace {
 
 constexpr int kMaxWakerDepth = 4;

@@ -19,11 +19,11 @@
 
 #include "analysis/evidence.hpp"
 #include "analysis/timeline.hpp"
-#include "report/report.hpp"
+#include "model/report.hpp"
 
 namespace ld::analysis {
 
-constexpr size_t kCauseCount = static_cast<size_t>(Cause::kCount);
+using model::kCauseCount;
 
 // Evidence gathered for one cause while charging time to it.
 struct CauseEvidence {
@@ -80,13 +80,13 @@ class Attributor {
 // Fills report.outliers, typical, ttft_fit, periodicity, window_facts and sets attributed.
 // `server` is the socket timeline when the report's requests come from a token log (their
 // windows are mapped onto the server's token sends), else nullptr.
-void attribute(report::Report& report, const Timeline& timeline, const Timeline* server,
+void attribute(model::Report& report, const model::Timeline& timeline, const model::Timeline* server,
                const EvidenceStore& store, const std::set<uint32_t>& target_tgids,
                uint64_t target_start_mono_ns);
 
 // Exposed for tests.
-report::TtftFit fit_ttft(const std::vector<double>& input, const std::vector<double>& ttft_ms,
+model::TtftFit fit_ttft(const std::vector<double>& input, const std::vector<double>& ttft_ms,
                          std::vector<bool>* inlier = nullptr);
-report::Periodicity find_period(std::vector<uint64_t> outlier_end_ns);
+model::Periodicity find_period(std::vector<uint64_t> outlier_end_ns);
 
 }  // namespace ld::analysis

@@ -8,10 +8,13 @@
 
 #include "analysis/attribution.hpp"
 #include "analysis/record_view.hpp"
+#include "analysis/summary.hpp"
 #include "events.h"
 #include "tokens/token_log.hpp"
 
 namespace ld::analysis {
+
+using namespace model;
 namespace {
 
 // The header's and trailer's fields, each read with the JSON type it should have. A field of
@@ -64,8 +67,8 @@ class TraceFields {
   std::vector<std::string> mistyped_;
 };
 
-report::Target target_from_header(const nlohmann::json& header, TraceFields& fields) {
-  report::Target target;
+model::Target target_from_header(const nlohmann::json& header, TraceFields& fields) {
+  model::Target target;
   const nlohmann::json t = fields.object(header, "target", "header target");
   if (t.contains("pids") && t["pids"].is_array())
     for (const auto& pid : t["pids"])
@@ -75,8 +78,8 @@ report::Target target_from_header(const nlohmann::json& header, TraceFields& fie
   return target;
 }
 
-std::vector<report::ProbeStatus> probes_from(const nlohmann::json& list, TraceFields& fields) {
-  std::vector<report::ProbeStatus> probes;
+std::vector<model::ProbeStatus> probes_from(const nlohmann::json& list, TraceFields& fields) {
+  std::vector<model::ProbeStatus> probes;
   if (!list.is_array()) return probes;
   for (const auto& p : list) {
     if (!p.is_object()) continue;
@@ -89,7 +92,7 @@ std::vector<report::ProbeStatus> probes_from(const nlohmann::json& list, TraceFi
 
 // The trailer's "agent" (probes/recorder.cpp). A missing or mistyped field leaves the cost
 // unknown; it never fails the report.
-report::AgentCost agent_cost_from(const nlohmann::json& trailer) {
+model::AgentCost agent_cost_from(const nlohmann::json& trailer) {
   const nlohmann::json& agent = member(trailer, "agent");
   if (!agent.is_object()) return {};
   auto number = [&](const char* key, double& out) {
@@ -98,7 +101,7 @@ report::AgentCost agent_cost_from(const nlohmann::json& trailer) {
     out = f.get<double>();
     return std::isfinite(out) && out >= 0 && out < 1e15;
   };
-  report::AgentCost cost;
+  model::AgentCost cost;
   double wakeups = 0;
   if (!number("attach_ms", cost.attach_ms) || !number("attach_cpu_ms", cost.attach_cpu_ms) ||
       !number("recording_ms", cost.recording_ms) || !number("cpu_ms", cost.cpu_ms) ||
@@ -151,7 +154,7 @@ void EventAnalyzer::on_record(const ld_hdr& rec, size_t size) {
   }
 }
 
-report::Report EventAnalyzer::finish(const nlohmann::json& header, const nlohmann::json& trailer,
+model::Report EventAnalyzer::finish(const nlohmann::json& header, const nlohmann::json& trailer,
                                      const std::string& token_source,
                                      std::vector<std::string> warnings) {
   TraceFields fields;
@@ -189,7 +192,7 @@ report::Report EventAnalyzer::finish(const nlohmann::json& header, const nlohman
     }
   }
 
-  auto report = report::build_report(timeline, target_from_header(header, fields), start, std::max(start, end),
+  auto report = analysis::build_report(timeline, target_from_header(header, fields), start, std::max(start, end),
                                      offset);
   report.token_source = used_source;
   const nlohmann::json& trailer_probes = member(trailer, "probes");

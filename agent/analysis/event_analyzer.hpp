@@ -13,7 +13,7 @@
 #include "analysis/evidence.hpp"
 #include "analysis/thread_tracks.hpp"
 #include "analysis/timeline.hpp"
-#include "report/report.hpp"
+#include "model/report.hpp"
 
 struct ld_hdr;
 
@@ -34,7 +34,7 @@ class EventAnalyzer {
 
   // token_source: "sse" (socket timeline) or "jsonl:PATH" (read now, aligned with the
   // trace header's clock offset). Consumes the analyzer.
-  report::Report finish(const nlohmann::json& header, const nlohmann::json& trailer,
+  model::Report finish(const nlohmann::json& header, const nlohmann::json& trailer,
                         const std::string& token_source, std::vector<std::string> warnings);
 
  private:

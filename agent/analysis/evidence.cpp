@@ -7,6 +7,8 @@
 #include "events.h"
 
 namespace ld::analysis {
+
+using namespace model;
 namespace {
 
 std::string comm_string(const char* comm) { return std::string(comm, strnlen(comm, LD_COMM_LEN)); }
@@ -30,27 +32,6 @@ uint64_t longest(const V& items, Start start, End end) {
 bool contains(const std::string& frame, const char* needle) { return frame.find(needle) != std::string::npos; }
 
 }  // namespace
-
-const char* cause_id(Cause cause) {
-  switch (cause) {
-    case Cause::kCompute: return "compute";
-    case Cause::kKvAlloc: return "kv_alloc";
-    case Cause::kCpuFrequency: return "cpu_frequency";
-    case Cause::kGil: return "gil";
-    case Cause::kDiskIo: return "disk_io";
-    case Cause::kTimeWait: return "time_wait";
-    case Cause::kCpuContention: return "cpu_contention";
-    case Cause::kCgroupThrottle: return "cgroup_throttle";
-    case Cause::kLockContention: return "lock_contention";
-    case Cause::kSwapReclaim: return "swap_reclaim";
-    case Cause::kNetwork: return "network";
-    case Cause::kAppWait: return "app_wait";
-    case Cause::kColdStart: return "cold_start";
-    case Cause::kUnknown:
-    case Cause::kCount: break;
-  }
-  return "unknown";
-}
 
 Cause cause_of_blocking_syscall(uint32_t nr) {
   switch (nr) {

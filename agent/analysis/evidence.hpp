@@ -12,31 +12,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "model/cause.hpp"
 #include "util/big_vector.hpp"
 
 struct ld_hdr;
 
 namespace ld::analysis {
 
-// What a span of time is charged to. Ids are the cause vocabulary of interface.md.
-enum class Cause : uint8_t {
-  kCompute,
-  kKvAlloc,
-  kCpuFrequency,
-  kGil,
-  kDiskIo,
-  kTimeWait,
-  kCpuContention,
-  kCgroupThrottle,
-  kLockContention,
-  kSwapReclaim,
-  kNetwork,
-  kAppWait,
-  kColdStart,
-  kUnknown,
-  kCount
-};
-const char* cause_id(Cause cause);
+using model::Cause;
 
 // The cause a thread blocked in syscall `nr` is waiting for, before looking at who woke it:
 // fsync -> disk_io, futex -> lock_contention, nanosleep/epoll/poll -> app_wait, mmap -> kv_alloc,

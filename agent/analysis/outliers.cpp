@@ -9,9 +9,11 @@
 #include <fmt/format.h>
 
 #include "analysis/attribution.hpp"
-#include "analysis/stats.hpp"
+#include "model/stats.hpp"
 
 namespace ld::analysis {
+
+using namespace model;
 namespace {
 
 constexpr double kNsPerMs = 1e6;
@@ -30,12 +32,12 @@ struct Window {
   double baseline_ms = 0;
 };
 
-std::vector<report::CauseTime> causes_of(const WindowAccount& acc, uint64_t window_ns) {
-  std::vector<report::CauseTime> causes;
+std::vector<model::CauseTime> causes_of(const WindowAccount& acc, uint64_t window_ns) {
+  std::vector<model::CauseTime> causes;
   for (size_t c = 0; c < kCauseCount; ++c) {
     if (acc.ns[c] < 50'000) continue;  // under 0.05 ms: rounding dust of the walk, not a cause
-    report::CauseTime ct;
-    ct.cause = cause_id(static_cast<Cause>(c));
+    model::CauseTime ct;
+    ct.cause = static_cast<Cause>(c);
     ct.ms = ms(acc.ns[c]);
     ct.share = window_ns ? static_cast<double>(acc.ns[c]) / static_cast<double>(window_ns) : 0;
     ct.evidence = acc.evidence[c].strings.is_null() ? nlohmann::json::object() : acc.evidence[c].strings;
@@ -90,7 +92,7 @@ double input_of(const Request& r) {
 // (a trace has millions: they are walked, not kept).
 template <class OnTypical>
 std::vector<Window> find_outliers(const Timeline& timeline, const std::vector<const Request*>& server,
-                                  const report::OutlierConfig& config, report::TtftFit& fit,
+                                  const model::OutlierConfig& config, model::TtftFit& fit,
                                   OnTypical on_typical) {
   std::vector<Window> out;
   // TPOT: every gap against the pooled median + k * MAD, and an absolute floor.
@@ -218,37 +220,37 @@ nlohmann::json outlier_facts(const EvidenceStore& store, const Request& r, const
 // of stays in the evidence.
 // Only the target's own work can be initialisation: computing, allocating, reading files. A first
 // request that waited behind a neighbour, a quota, a lock or the GIL keeps that cause.
-bool looks_like_own_work(const report::Outlier& o) {
+bool looks_like_own_work(const model::Outlier& o) {
   double own = 0;
   for (const auto& c : o.causes)
-    if (c.cause == "compute" || c.cause == "kv_alloc" || c.cause == "disk_io" || c.cause == "swap_reclaim" ||
-        c.cause == "unknown")
+    if (c.cause == Cause::kCompute || c.cause == Cause::kKvAlloc || c.cause == Cause::kDiskIo ||
+        c.cause == Cause::kSwapReclaim || c.cause == Cause::kUnknown)
       own += c.ms;
   return own >= 0.5 * o.duration_ms;
 }
 
-void apply_cold_start(report::Outlier& o, double since_start_ms) {
+void apply_cold_start(model::Outlier& o, double since_start_ms) {
   const double excess = o.duration_ms - o.baseline_ms;
   if (excess <= 0 || o.duration_ms <= 0 || !looks_like_own_work(o)) return;
   nlohmann::json made_of = nlohmann::json::object();
   const double keep = o.baseline_ms / o.duration_ms;
   for (auto& c : o.causes) {
-    made_of[c.cause] = std::round(c.ms * 10) / 10;
+    made_of[std::string(model::cause_id(c.cause))] = std::round(c.ms * 10) / 10;
     c.ms *= keep;
     c.share = c.ms / o.duration_ms;
   }
-  report::CauseTime cold;
-  cold.cause = "cold_start";
+  model::CauseTime cold;
+  cold.cause = Cause::kColdStart;
   cold.ms = excess;
   cold.share = excess / o.duration_ms;
   cold.evidence = {{"first_request", true}, {"made_of", made_of}};
   if (since_start_ms >= 0) cold.evidence["since_start_ms"] = std::round(since_start_ms);
   o.causes.push_back(std::move(cold));
-  std::erase_if(o.causes, [](const report::CauseTime& c) { return c.ms < 0.05; });  // scaled to dust
+  std::erase_if(o.causes, [](const model::CauseTime& c) { return c.ms < 0.05; });  // scaled to dust
   std::sort(o.causes.begin(), o.causes.end(), [](const auto& x, const auto& y) { return x.ms > y.ms; });
 }
 
-std::string culprit_of(const report::Outlier& o) {
+std::string culprit_of(const model::Outlier& o) {
   if (o.causes.empty()) return "";
   const auto& top = o.causes.front();
   std::string who;
@@ -258,14 +260,15 @@ std::string culprit_of(const report::Outlier& o) {
       break;
     }
   }
-  return who.empty() ? top.cause : top.cause + " (" + who + ")";
+  const std::string cause(model::cause_id(top.cause));
+  return who.empty() ? cause : cause + " (" + who + ")";
 }
 
 }  // namespace
 
-report::TtftFit fit_ttft(const std::vector<double>& input, const std::vector<double>& ttft_ms,
+model::TtftFit fit_ttft(const std::vector<double>& input, const std::vector<double>& ttft_ms,
                          std::vector<bool>* inlier) {
-  report::TtftFit fit;
+  model::TtftFit fit;
   std::vector<double> xs, ys;
   for (size_t i = 0; i < input.size() && i < ttft_ms.size(); ++i) {
     if (!std::isfinite(ttft_ms[i]) || input[i] <= 0) continue;
@@ -314,8 +317,8 @@ report::TtftFit fit_ttft(const std::vector<double>& input, const std::vector<dou
   return fit;
 }
 
-report::Periodicity find_period(std::vector<uint64_t> ends) {
-  report::Periodicity p;
+model::Periodicity find_period(std::vector<uint64_t> ends) {
+  model::Periodicity p;
   if (ends.size() < 3) return p;
   std::sort(ends.begin(), ends.end());
   // Outliers within 0.5 s of each other are one event (one scrape can hurt several streams).
@@ -364,7 +367,7 @@ report::Periodicity find_period(std::vector<uint64_t> ends) {
   return p;
 }
 
-void attribute(report::Report& report, const Timeline& timeline, const Timeline* server,
+void attribute(model::Report& report, const Timeline& timeline, const Timeline* server,
                const EvidenceStore& store, const std::set<uint32_t>& target_tgids,
                uint64_t target_start_mono_ns) {
   const auto matched = match_server(timeline, server);
@@ -409,18 +412,18 @@ void attribute(report::Report& report, const Timeline& timeline, const Timeline*
   std::vector<uint64_t> ends;
   for (const Window& w : windows) {
     const Request& r = timeline.requests[w.request];
-    report::Outlier o;
+    model::Outlier o;
     o.kind = w.kind;
     o.request = r.id;
     o.token_index = w.token_index;
     o.start_mono_ns = w.a;
     o.end_mono_ns = w.b;
-    o.start_unix_ns = report::mono_to_unix_ns(w.a, report.realtime_minus_monotonic_ns);
+    o.start_unix_ns = model::mono_to_unix_ns(w.a, report.realtime_minus_monotonic_ns);
     o.duration_ms = ms(w.b - w.a);
     o.baseline_ms = std::round(w.baseline_ms * 1000) / 1000;
     o.tid = w.tid;
     if (report.attributed && w.tid == 0) {
-      o.causes = {{"unknown", o.duration_ms, 1.0, nlohmann::json::object()}};  // no thread sent it
+      o.causes = {{Cause::kUnknown, o.duration_ms, 1.0, nlohmann::json::object()}};  // no thread sent it
     } else if (report.attributed) {
       WindowAccount acc;
       if (w.walk_from > w.a) {

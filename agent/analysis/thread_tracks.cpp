@@ -10,6 +10,8 @@
 #include "events.h"
 
 namespace ld::analysis {
+
+using namespace model;
 namespace {
 
 constexpr uint32_t kNoSyscall = ~0u;
@@ -81,14 +83,6 @@ std::string syscall_path(const ld_syscall& ev, size_t size) {
 
 }  // namespace
 
-const char* thread_state_name(ThreadState state) {
-  switch (state) {
-    case ThreadState::kRunning: return "running";
-    case ThreadState::kRunnable: return "runnable";
-    case ThreadState::kBlocked: return "blocked";
-  }
-  return "?";
-}
 
 std::string syscall_name(uint32_t nr, const std::string& machine) {
   if (machine == "x86_64") {

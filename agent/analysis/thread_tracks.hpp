@@ -12,35 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "model/thread_tracks.hpp"
+
 struct ld_hdr;
 struct ld_offcpu;
 struct ld_syscall;
 struct ld_gil_wait;
 
 namespace ld::analysis {
-
-enum class ThreadState { kRunning, kRunnable, kBlocked };
-const char* thread_state_name(ThreadState state);  // "running" | "runnable" | "blocked"
-
-struct ThreadSlice {
-  uint64_t start_ns = 0;  // CLOCK_MONOTONIC
-  uint64_t end_ns = 0;
-  ThreadState state = ThreadState::kRunning;
-  std::string detail;     // "blocked in futex", "fsync /var/log/app.log", "preempted by cc1 (812)"
-};
-
-struct ThreadTrack {
-  uint32_t tid = 0;
-  uint32_t tgid = 0;
-  std::string name;                 // comm when some record named it, else ""
-  std::vector<ThreadSlice> slices;  // by start, non-overlapping
-  bool truncated = false;           // more intervals than the cap: later ones were dropped
-};
-
-struct ThreadTracks {
-  std::vector<ThreadTrack> threads;  // by tgid, then tid
-  std::vector<std::string> warnings;
-};
 
 // x86_64 syscall number -> name for the syscalls a server blocks in; "syscall N" otherwise
 // (and for every number on other machines, whose tables differ).
@@ -56,7 +35,7 @@ class ThreadTrackBuilder {
 
   void on_record(const ld_hdr& rec, size_t size);  // short or unknown records are ignored
   // `machine`: the traced host's uname machine (trace header host.machine), for syscall names.
-  ThreadTracks finish(const std::string& machine = "x86_64");
+  model::ThreadTracks finish(const std::string& machine = "x86_64");
 
  private:
   struct Interval {  // one ld_offcpu, trimmed to what the slices need
@@ -87,7 +66,7 @@ class ThreadTrackBuilder {
   void add_wait(const ld_hdr& rec, Wait wait);
   void remember_comm(uint32_t tid, const char* comm);
   std::string task_label(uint32_t tid) const;
-  ThreadTrack build_track(uint32_t tid, Thread& t, const std::string& machine) const;
+  model::ThreadTrack build_track(uint32_t tid, Thread& t, const std::string& machine) const;
   std::string blocked_detail(const Interval& iv, const Thread& t, const std::string& machine) const;
 
   size_t max_intervals_;

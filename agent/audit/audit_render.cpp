@@ -11,9 +11,9 @@
 namespace ld::audit {
 namespace {
 
-using report::Finding;
+using model::Finding;
 using report::printable;
-using report::SysctlRec;
+using model::SysctlRec;
 
 const std::string kIndent = "  ";
 

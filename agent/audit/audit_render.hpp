@@ -15,14 +15,14 @@ inline constexpr const char* kAuditSchema = "latency-doctor/audit/v1";
 
 struct AuditResult {
   HostAudit host;
-  std::vector<report::Finding> findings;  // most severe first (as rules::evaluate sorts them)
+  std::vector<model::Finding> findings;  // most severe first (as rules::evaluate sorts them)
   std::vector<std::string> warnings;      // rule loading/evaluation problems
 };
 
 // info 0, warn 1, crit 2; -1 for anything else.
 int severity_rank(std::string_view severity);
 // --fail-on: a finding of `severity` or worse exists.
-bool has_finding_at_or_above(const std::vector<report::Finding>& findings, std::string_view severity);
+bool has_finding_at_or_above(const std::vector<model::Finding>& findings, std::string_view severity);
 
 std::string render_audit_text(const AuditResult& result);
 std::string render_audit_json(const AuditResult& result);

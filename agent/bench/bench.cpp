@@ -1,6 +1,6 @@
 #include "bench/bench.hpp"
 
-#include "analysis/stats.hpp"
+#include "model/stats.hpp"
 #include "bench/curl_api.hpp"
 
 #include <arpa/inet.h>
@@ -156,12 +156,12 @@ void summarize(BenchResult& r) {
     for (size_t i = 1; i < q.token_mono_ns.size(); ++i)
       gaps_ms.push_back(static_cast<double>(q.token_mono_ns[i] - q.token_mono_ns[i - 1]) / 1e6);
   }
-  r.ttft_p50_ms = analysis::percentile(ttft_ms, 50);
-  r.ttft_p90_ms = analysis::percentile(ttft_ms, 90);
-  r.ttft_p99_ms = analysis::percentile(ttft_ms, 99);
-  r.tpot_median_ms = analysis::percentile(gaps_ms, 50);
-  r.tpot_stddev_ms = analysis::stddev(gaps_ms);
-  r.tpot_p99_ms = analysis::percentile(gaps_ms, 99);
+  r.ttft_p50_ms = model::percentile(ttft_ms, 50);
+  r.ttft_p90_ms = model::percentile(ttft_ms, 90);
+  r.ttft_p99_ms = model::percentile(ttft_ms, 99);
+  r.tpot_median_ms = model::percentile(gaps_ms, 50);
+  r.tpot_stddev_ms = model::stddev(gaps_ms);
+  r.tpot_p99_ms = model::percentile(gaps_ms, 99);
   uint64_t first_start = UINT64_MAX, last_end = 0;
   for (const auto& q : r.requests) {
     if (q.start_mono_ns) first_start = std::min(first_start, q.start_mono_ns);

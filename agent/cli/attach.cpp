@@ -34,7 +34,7 @@ int run_attach(const AttachOptions& o) {
     token_source = parse_token_source(o.tokens);
     if (!token_source)
       throw std::invalid_argument(fmt::format("--tokens {}: expected sse or jsonl:FILE", o.tokens));
-    render(report::Report{}, o.format);  // rejects an unknown format before we trace
+    render(model::Report{}, o.format);  // rejects an unknown format before we trace
   } catch (const std::invalid_argument& e) {
     print_error("attach", e.what());
     return kExitUsage;
@@ -52,7 +52,7 @@ int run_attach(const AttachOptions& o) {
     };
     // --live: the article's perception limits (a first token after 800 ms feels stuck, a gap over
     // 150 ms reads as a broken sentence), shown as they happen; the causes come in the report.
-    analysis::LiveWatch live(report::Thresholds{}.ttft_stuck_ms, report::Thresholds{}.gap_broken_ms);
+    analysis::LiveWatch live(model::Thresholds{}.ttft_stuck_ms, model::Thresholds{}.gap_broken_ms);
     auto recorded = probes::record(
         options,
         [&](const ld_hdr& rec, size_t size) {

@@ -37,7 +37,7 @@ Output::~Output() {
   if (fd_ != STDOUT_FILENO && fd_ >= 0) ::close(fd_);
 }
 
-std::string render(const report::Report& report, const std::string& format) {
+std::string render(const model::Report& report, const std::string& format) {
   if (format == "json") return report::render_json(report);
   if (format == "text") return report::render_text(report);
   if (format == "markdown") return report::render_markdown(report);
@@ -68,6 +68,7 @@ void print_warnings(const std::vector<std::string>& warnings) {
 
 #include "probes/probe.hpp"
 #include "probes/probe_session.hpp"
+#include "audit/host_audit.hpp"
 #include "probes/recorder.hpp"
 
 namespace ld::cli {
@@ -149,6 +150,13 @@ probes::RecordOptions to_record_options(const RecordFlags& flags, uint64_t read_
   }
   options.quiet = flags.quiet;
   options.verbose = flags.verbose;
+  // Findings quote the host's values as they were when recorded: `report` on another machine
+  // must not read its own.
+  options.host_facts = [](int pid) {
+    audit::AuditTarget target;
+    target.pid = pid;
+    return audit::host_facts_to_json(audit::read_host_facts("/", target));
+  };
   return options;
 }
 

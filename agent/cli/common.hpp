@@ -43,7 +43,7 @@ class Output {
 };
 
 // Renders in one of the formats this build supports; throws invalid_argument otherwise.
-std::string render(const report::Report& report, const std::string& format);
+std::string render(const model::Report& report, const std::string& format);
 inline const std::vector<std::string>& report_formats() {
   static const std::vector<std::string> formats{"text", "json", "markdown", "html", "perfetto"};
   return formats;

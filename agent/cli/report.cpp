@@ -28,7 +28,7 @@ int run_report(const ReportOptions& o) {
         throw std::invalid_argument(fmt::format("--tokens {}: expected sse or jsonl:FILE", o.tokens));
       token_source = *parsed;
     }
-    render(report::Report{}, o.format);
+    render(model::Report{}, o.format);
   } catch (const std::invalid_argument& e) {
     print_error("report", e.what());
     return kExitUsage;

@@ -49,7 +49,8 @@ int run_list(const RulesOptions& o) {
   report::TextTable table({{"id", Align::kLeft}, {"cause", Align::kLeft}, {"severity", Align::kLeft},
                            {"scope", Align::kLeft}, {"title", Align::kLeft}});
   for (const rules::Rule* r : sorted)
-    table.add_row({r->id, r->cause, severity_cell(*r), r->scope == rules::Scope::kHost ? "host" : "report", r->title.text()});
+    table.add_row({r->id, std::string(model::cause_id(r->cause)), severity_cell(*r),
+                   r->scope == rules::Scope::kHost ? "host" : "report", r->title.text()});
   fmt::print("{}", table.render(""));
   for (const auto& p : set.errors) print_problem(p, "error");
   for (const auto& p : set.warnings) print_problem(p, "warning");

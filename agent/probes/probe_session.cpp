@@ -472,11 +472,11 @@ void ProbeSession::wake_when_readable(int fd) {
   epoll_ctl(ring_buffer__epoll_fd(impl_->ring.get()), EPOLL_CTL_ADD, fd, &ev);
 }
 
-std::vector<report::ProbeStatus> ProbeSession::status() const {
+std::vector<model::ProbeStatus> ProbeSession::status() const {
   auto totals = impl_->read_counters();
-  std::vector<report::ProbeStatus> out;
+  std::vector<model::ProbeStatus> out;
   for (const auto& p : impl_->probes) {
-    report::ProbeStatus s{p.info->name, p.status, p.reason, 0, 0};
+    model::ProbeStatus s{p.info->name, p.status, p.reason, 0, 0};
     if (p.probe) {
       s.reason = p.probe->detail();  // probes learn as they run (e.g. the GIL address)
       const auto& c = totals[p.info->id];

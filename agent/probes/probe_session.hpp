@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "probes/probe.hpp"
-#include "report/report.hpp"
+#include "model/report.hpp"
 
 struct ld_hdr;
 
@@ -70,7 +70,7 @@ class ProbeSession {
   void finish();
   // Drops every record from now on: the sinks may be gone while the probes detach.
   void stop_delivery();
-  std::vector<report::ProbeStatus> status() const;
+  std::vector<model::ProbeStatus> status() const;
 
   static std::vector<std::string> known_probes();
 

@@ -18,7 +18,6 @@
 #include <fmt/format.h>
 
 #include "events.h"
-#include "audit/host_audit.hpp"
 #include "host/host_facts.hpp"
 #include "probes/privileges.hpp"
 #include "probes/probe_session.hpp"
@@ -66,9 +65,7 @@ nlohmann::json make_header(const RecordOptions& options, const std::vector<uint3
   // The host as it was when recorded (sysctls, governor, cgroup limits): findings quote these
   // current values, and `report` on another machine must not read its own.
   nlohmann::json host = host::host_facts_json();
-  audit::AuditTarget audited;
-  audited.pid = options.pids.front();
-  host["facts"] = audit::host_facts_to_json(audit::read_host_facts("/", audited));
+  if (options.host_facts) host["facts"] = options.host_facts(options.pids.front());
   nlohmann::json pids = nlohmann::json::array();
   for (uint32_t t : tgids) pids.push_back(t);
   return {
@@ -87,7 +84,7 @@ nlohmann::json make_header(const RecordOptions& options, const std::vector<uint3
   };
 }
 
-nlohmann::json probes_json(const std::vector<report::ProbeStatus>& probes) {
+nlohmann::json probes_json(const std::vector<model::ProbeStatus>& probes) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& p : probes)
     list.push_back({{"name", p.name}, {"status", p.status}, {"reason", p.reason},
@@ -156,7 +153,7 @@ OwnUsage own_usage() {
   return {ms(u.ru_utime) + ms(u.ru_stime), static_cast<uint64_t>(u.ru_nvcsw), static_cast<double>(u.ru_maxrss) / 1024.0};
 }
 
-// The trailer's "agent": what recording cost, shown in every report (report::AgentCost). The
+// The trailer's "agent": what recording cost, shown in every report (model::AgentCost). The
 // recording runs from attached to stopped; stopping (the last drain, the probes' finish:
 // kernel stacks symbolised from /proc/kallsyms) is counted apart.
 nlohmann::json agent_cost_json(double attach_ms, const OwnUsage& before_attach, const OwnUsage& attached,

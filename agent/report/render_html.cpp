@@ -10,12 +10,14 @@
 
 #include <fmt/format.h>
 
-#include "report/palette.hpp"
+#include "model/cause.hpp"
 #include "report/report.hpp"
 #include "report/report_view.hpp"
 #include "report/svg.hpp"
 
 namespace ld::report {
+
+using namespace model;
 namespace {
 
 constexpr int kPlotWidth = 1000;
@@ -81,12 +83,16 @@ footer { margin-top: 32px; color: var(--muted); font-size: 12px; }
 
 std::string h(const std::string& text) { return escape_xml(text); }
 
-std::string swatch(const std::string& cause) {
-  return "<span class=\"sw\" style=\"background:" + h(cause_color(cause)) + "\"></span>";
+std::string color(Cause cause) { return std::string(cause_info(cause).color); }
+std::string id(Cause cause) { return std::string(cause_id(cause)); }
+
+std::string swatch(Cause cause) {
+  return "<span class=\"sw\" style=\"background:" + h(color(cause)) + "\"></span>";
 }
 
 std::string cause_chip(const CauseTime& c) {
-  return "<span class=\"chip\" title=\"" + h(cause_label(c.cause)) + "\">" + swatch(c.cause) + h(c.cause) + " " +
+  return "<span class=\"chip\" title=\"" + h(std::string(cause_info(c.cause).label)) + "\">" + swatch(c.cause) +
+         h(id(c.cause)) + " " +
          ms_cell(c.ms) + " ms</span>";
 }
 
@@ -117,17 +123,19 @@ std::vector<std::string> escaped(std::vector<std::string> cells) {
   return cells;
 }
 
-std::string legend(const std::vector<std::string>& causes) {
+std::string legend(const std::vector<Cause>& causes) {
   std::string out = "<div class=\"legend\">";
-  for (const auto& c : causes) out += "<span>" + swatch(c) + h(c) + " <span class=\"note\">" + h(cause_label(c)) + "</span></span>";
+  for (Cause c : causes)
+    out += "<span>" + swatch(c) + h(id(c)) + " <span class=\"note\">" + h(std::string(cause_info(c).label)) +
+           "</span></span>";
   return out + "</div>\n";
 }
 
 // Causes in the vocabulary's order, for legends.
-std::vector<std::string> sorted_causes(const std::set<std::string>& causes) {
-  std::vector<std::string> list(causes.begin(), causes.end());
+std::vector<Cause> sorted_causes(const std::set<Cause>& causes) {
+  std::vector<Cause> list(causes.begin(), causes.end());
   std::stable_sort(list.begin(), list.end(),
-                   [](const std::string& a, const std::string& b) { return cause_rank(a) < cause_rank(b); });
+                   [](Cause a, Cause b) { return cause_rank(a) < cause_rank(b); });
   return list;
 }
 
@@ -198,7 +206,7 @@ std::string finding_html(const Finding& f) {
   const std::string sev = (f.severity == "crit" || f.severity == "warn" || f.severity == "info") ? f.severity : "";
   std::string out = "<div class=\"finding " + sev + "\"><h3><span class=\"sev " + sev + "\">" + h(f.severity) +
                     "</span>" + h(f.title) + "</h3>";
-  out += "<div>" + swatch(f.cause) + h(f.cause) + " <span class=\"note\">rule " + h(f.rule) + "</span></div>";
+  out += "<div>" + swatch(f.cause) + h(id(f.cause)) + " <span class=\"note\">rule " + h(f.rule) + "</span></div>";
   if (!f.evidence.empty()) out += "<p>" + h(f.evidence) + "</p>";
   if (!f.remedy.empty()) out += "<p><strong>Remedy:</strong> " + h(f.remedy) + "</p>";
   out += sysctl_block(f);
@@ -225,7 +233,7 @@ void draw_outlier(Svg& svg, const Outlier& o, const LinearScale& x, double y, do
   std::vector<CauseTime> parts = o.causes;
   double explained = 0;
   for (const CauseTime& c : parts) explained += std::isfinite(c.ms) ? std::max(c.ms, 0.0) : 0;
-  if (o.duration_ms > explained) parts.push_back({"unknown", o.duration_ms - explained, 0, {}});
+  if (o.duration_ms > explained) parts.push_back({Cause::kUnknown, o.duration_ms - explained, 0, {}});
   const double total = std::max(explained, o.duration_ms);
   const std::string tip = fmt::format("{} outlier, request {} token {}: {} ms (baseline {} ms): {}",
                                       o.kind == "ttft" ? "first-token" : "gap", o.request, o.token_index,
@@ -234,10 +242,10 @@ void draw_outlier(Svg& svg, const Outlier& o, const LinearScale& x, double y, do
   for (const CauseTime& c : parts) {
     if (!(c.ms > 0) || !(total > 0)) continue;
     const double w = (x1 - x0) * c.ms / total;
-    svg.rect(at, y, w, height, cause_color(c.cause), tip);
+    svg.rect(at, y, w, height, color(c.cause), tip);
     at += w;
   }
-  if (parts.empty() || !(total > 0)) svg.rect(x0, y, x1 - x0, height, cause_color("unknown"), tip);
+  if (parts.empty() || !(total > 0)) svg.rect(x0, y, x1 - x0, height, color(Cause::kUnknown), tip);
 }
 
 void draw_request_lane(Svg& svg, const RequestRow& row, const LinearScale& x, double y, double height,
@@ -282,7 +290,7 @@ std::string timeline_html(const Report& r) {
     draw_request_lane(svg, row, x, y + lane * 0.15, lane * 0.7, sample.token_stride, r);
     if (labels) svg.text(area.left - 6, y + lane * 0.75, row.id.substr(0, 16), "end", "axis");
   }
-  std::set<std::string> causes;
+  std::set<Cause> causes;
   for (const Outlier& o : r.outliers) {
     auto it = lane_of.find(o.request);
     if (it == lane_of.end()) continue;
@@ -413,15 +421,15 @@ std::string ttft_html(const Report& r) {
   }
   const auto outliers = ttft_outliers_by_request(r);
   const size_t stride = std::max<size_t>(1, (points.size() + kMaxScatterPoints - 1) / kMaxScatterPoints);
-  std::set<std::string> causes;
+  std::set<Cause> causes;
   for (size_t i = 0; i < points.size(); ++i) {
     const TtftPoint& p = points[i];
     auto it = outliers.find(p.row->id);
     const std::string tip = fmt::format("request {}: {} {}, TTFT {} ms", p.row->id, p.input, measure, ms_cell(p.ttft_ms));
     if (it != outliers.end()) {
-      const std::string cause = dominant_cause(*it->second);
+      const Cause cause = dominant_cause(*it->second);
       causes.insert(cause);
-      svg.circle(x(p.input), y(p.ttft_ms), 5, cause_color(cause), tip + ": outlier, " + causes_summary(it->second->causes));
+      svg.circle(x(p.input), y(p.ttft_ms), 5, color(cause), tip + ": outlier, " + causes_summary(it->second->causes));
     } else if (i % stride == 0) {
       svg.circle(x(p.input), y(p.ttft_ms), 2.8, "#4a5a6a", tip);
     }
@@ -458,8 +466,8 @@ void draw_share_bar(Svg& svg, const CauseTotals& totals, const std::string& labe
   double at = left;
   for (const CauseTime& c : totals.causes) {
     const double w = width * c.share;
-    svg.rect(at, y, w, 24, cause_color(c.cause),
-             fmt::format("{}: {} ms ({:.0f}%)", c.cause, ms_cell(c.ms), c.share * 100));
+    svg.rect(at, y, w, 24, color(c.cause),
+             fmt::format("{}: {} ms ({:.0f}%)", cause_id(c.cause), ms_cell(c.ms), c.share * 100));
     if (w > 38) svg.text(at + w / 2, y + 16, fmt::format("{:.0f}%", c.share * 100), "middle",
                                  cause_color_is_light(c.cause) ? "" : "in");
     at += w;
@@ -474,7 +482,7 @@ std::string causes_html(const Report& r) {
   draw_share_bar(svg, b.gaps, fmt::format("slow gaps ({})", b.gaps.windows), 48, left, width);
   draw_share_bar(svg, b.typical, fmt::format("typical token ({} gaps)", b.typical.windows), 88, left, width);
   std::vector<std::vector<std::string>> rows;
-  for (const std::string& c : b.causes) {
+  for (Cause c : b.causes) {
     auto cells = escaped(b.cells(c));
     cells[0] = swatch(c) + cells[0];
     rows.push_back(std::move(cells));
@@ -504,7 +512,7 @@ std::string outliers_html(const Report& r) {
     for (const CauseTime& c : o.causes) {
       causes += cause_chip(c);
       const std::string e = evidence_summary(c.evidence);
-      if (!e.empty()) evidence += "<div><code>" + h(c.cause + ": " + e) + "</code></div>";
+      if (!e.empty()) evidence += "<div><code>" + h(id(c.cause) + ": " + e) + "</code></div>";
     }
     rows.push_back({h(o.kind), h(o.request), std::to_string(o.token_index),
                     fmt::format("{:.3f}", seconds_after_start(r, o.end_mono_ns)), ms_cell(o.duration_ms),

@@ -7,6 +7,8 @@
 #include "report/report.hpp"
 
 namespace ld::report {
+
+using namespace model;
 namespace {
 
 constexpr auto kReplaceInvalidUtf8 = nlohmann::json::error_handler_t::replace;
@@ -38,7 +40,7 @@ J target_json(const Target& target) {
 }
 
 template <class J>
-J ttft_json(const analysis::Distribution& d) {
+J ttft_json(const model::Distribution& d) {
   J j = J::object();
   j["p50"] = ms_value<J>(d.p50);
   j["p90"] = ms_value<J>(d.p90);
@@ -49,7 +51,7 @@ J ttft_json(const analysis::Distribution& d) {
 }
 
 template <class J>
-J tpot_json(const analysis::Distribution& d) {
+J tpot_json(const model::Distribution& d) {
   J j = J::object();
   j["p50"] = ms_value<J>(d.p50);
   j["p90"] = ms_value<J>(d.p90);
@@ -121,7 +123,7 @@ J probe_json(const ProbeStatus& probe) {
   return j;
 }
 
-// What the agent cost while recording (report::AgentCost): an extension of report/v1.
+// What the agent cost while recording (model::AgentCost): an extension of report/v1.
 template <class J>
 J agent_json(const AgentCost& cost) {
   J j = J::object();
@@ -139,7 +141,7 @@ J agent_json(const AgentCost& cost) {
 template <class J>
 J cause_json(const CauseTime& c) {
   J j = J::object();
-  j["cause"] = c.cause;
+  j["cause"] = model::cause_id(c.cause);
   j["ms"] = ms_value<J>(c.ms);
   j["share"] = std::isfinite(c.share) ? J(std::round(c.share * 1000.0) / 1000.0) : J(nullptr);
   j["evidence"] = convert<J>(c.evidence, J::object());
@@ -174,7 +176,7 @@ template <class J>
 J finding_json(const Finding& f) {
   J j = J::object();
   j["rule"] = f.rule;
-  j["cause"] = f.cause;
+  j["cause"] = model::cause_id(f.cause);
   j["severity"] = f.severity;
   j["title"] = f.title;
   j["evidence"] = f.evidence;

@@ -7,12 +7,14 @@
 
 #include <fmt/format.h>
 
-#include "report/palette.hpp"
+#include "model/cause.hpp"
 #include "report/report.hpp"
 #include "report/report_view.hpp"
 #include "report/svg.hpp"
 
 namespace ld::report {
+
+using namespace model;
 namespace {
 
 constexpr size_t kMaxTableRows = 200;
@@ -93,7 +95,7 @@ std::string summary_md(const Report& r) {
 
 std::string finding_md(const Finding& f) {
   std::string out = "### [" + md(f.severity) + "] " + md(f.title) + "\n\n";
-  out += "cause: " + md(f.cause) + " · rule: " + md(f.rule) + "\n\n";  // no code spans: escapes show there
+  out += "cause: " + md(std::string(cause_id(f.cause))) + " · rule: " + md(f.rule) + "\n\n";  // no code spans: escapes show there
   if (!f.evidence.empty()) out += md(f.evidence) + "\n\n";
   if (!f.remedy.empty()) out += "**Remedy:** " + md(f.remedy) + "\n\n";
   if (!f.sysctl.empty()) {
@@ -120,7 +122,7 @@ std::string causes_md(const Report& r) {
   std::string out = "## Where the time went\n\n";
   if (b.causes.empty()) out += "No outliers and no typical-token split.\n\n";
   std::vector<std::vector<std::string>> rows;
-  for (const std::string& c : b.causes) rows.push_back(escaped(b.cells(c)));
+  for (Cause c : b.causes) rows.push_back(escaped(b.cells(c)));
   if (!rows.empty()) out += table(b.headers(), rows, {2, 3, 4});
   if (!r.attributed) out += "The trace has no evidence probes: causes are unknown (record with `--probes all`).\n\n";
   if (r.periodicity.found) {
@@ -141,7 +143,7 @@ std::string outliers_md(const Report& r) {
     std::string evidence;
     for (const CauseTime& c : o.causes) {
       const std::string e = evidence_summary(c.evidence);
-      if (!e.empty()) evidence += (evidence.empty() ? "" : "; ") + c.cause + ": " + e;
+      if (!e.empty()) evidence += fmt::format("{}{}: {}", evidence.empty() ? "" : "; ", cause_id(c.cause), e);
     }
     rows.push_back({md(o.kind), md(o.request), std::to_string(o.token_index),
                     fmt::format("{:.3f}", seconds_after_start(r, o.end_mono_ns)), ms_cell(o.duration_ms),

@@ -17,12 +17,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "analysis/thread_tracks.hpp"
-#include "report/palette.hpp"
+#include "model/cause.hpp"
 #include "report/report.hpp"
 #include "report/report_view.hpp"
 
 namespace ld::report {
+
+using namespace model;
 namespace {
 
 using nlohmann::json;
@@ -102,14 +103,14 @@ void write_names(EventWriter& w, const Report& r, const ThreadSet& threads) {
   }
 }
 
-void write_thread_states(EventWriter& w, const analysis::ThreadTracks& tracks) {
+void write_thread_states(EventWriter& w, const model::ThreadTracks& tracks) {
   for (const auto& t : tracks.threads) {
     for (const auto& s : t.slices) {
-      const std::string state = analysis::thread_state_name(s.state);
+      const std::string state = model::thread_state_name(s.state);
       json ev = {{"ph", "X"}, {"cat", "sched"}, {"pid", t.tgid}, {"tid", t.tid}, {"ts", micros(s.start_ns)},
                  {"dur", micros(s.end_ns - s.start_ns)}};
       // The slice's name is what the UI prints on it: say what a blocked thread waited in.
-      ev["name"] = s.state == analysis::ThreadState::kBlocked && !s.detail.empty()
+      ev["name"] = s.state == model::ThreadState::kBlocked && !s.detail.empty()
                        ? s.detail.substr(0, s.detail.find(';'))
                        : state;
       ev["args"] = {{"state", state}, {"detail", s.detail}};
@@ -160,15 +161,15 @@ void write_outliers(EventWriter& w, const Report& r, const ProcessMap& processes
     const Outlier& o = r.outliers[k];
     json causes = json::array();
     for (const CauseTime& c : o.causes)
-      causes.push_back({{"cause", c.cause}, {"ms", c.ms}, {"share", c.share}, {"evidence", c.evidence}});
-    const std::string main_cause = dominant_cause(o);
+      causes.push_back({{"cause", cause_id(c.cause)}, {"ms", c.ms}, {"share", c.share}, {"evidence", c.evidence}});
+    const Cause main_cause = dominant_cause(o);
     // One name per kind and main cause: the UI makes a track per async name.
-    const std::string name = (o.kind == "ttft" ? "slow first token: " : "slow gap: ") + main_cause;
+    const std::string name = (o.kind == "ttft" ? "slow first token: " : "slow gap: ") + std::string(cause_id(main_cause));
     write_async(w, "outlier", fmt::format("outlier-{}", k), name, processes.tgid(o.tid, o.request),
                 o.tid ? o.tid : kUnknownThreadTid, o.start_mono_ns, o.end_mono_ns,
                 {{"kind", o.kind}, {"request", o.request}, {"token_index", o.token_index},
                  {"duration_ms", o.duration_ms}, {"baseline_ms", o.baseline_ms}, {"causes", causes},
-                 {"summary", causes_summary(o.causes)}, {"colour", cause_color(main_cause)}});
+                 {"summary", causes_summary(o.causes)}, {"colour", cause_info(main_cause).color}});
   }
 }
 

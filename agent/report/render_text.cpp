@@ -11,6 +11,8 @@
 #include "report/text_table.hpp"
 
 namespace ld::report {
+
+using namespace model;
 namespace {
 
 constexpr size_t kMaxRequestRows = 50;
@@ -70,7 +72,7 @@ std::string side_counts(const Report& r) {
 std::string distribution_table(const Report& r) {
   TextTable table({{"", Align::kLeft}, {"n"}, {"p50"}, {"p90"}, {"p95"}, {"p99"}, {"max"},
                    {"mean"}, {"sd"}});
-  auto add = [&](const std::string& name, const analysis::Distribution& d) {
+  auto add = [&](const std::string& name, const model::Distribution& d) {
     table.add_row({name, std::to_string(d.count), ms_cell(d.p50), ms_cell(d.p90), ms_cell(d.p95),
                    ms_cell(d.p99), ms_cell(d.max), ms_cell(d.mean), ms_cell(d.stddev)});
   };
@@ -158,7 +160,7 @@ std::string cause_list(const std::vector<CauseTime>& causes, bool with_evidence)
   std::string out;
   for (const CauseTime& c : causes) {
     if (!out.empty()) out += " + ";
-    out += fmt::format("{} {} ms", printable(c.cause), ms_cell(c.ms));
+    out += fmt::format("{} {} ms", cause_id(c.cause), ms_cell(c.ms));
     if (!with_evidence) continue;
     if (auto phrase = evidence_phrase(c); !phrase.empty()) out += " (" + printable(phrase) + ")";
   }
@@ -193,7 +195,7 @@ std::string typical_section(const Report& r) {
   std::string out = fmt::format("typical token ({} gaps, {} ms each on average)\n", r.typical.windows,
                                 ms_cell(r.typical.total_ms / static_cast<double>(r.typical.windows)));
   for (const CauseTime& c : r.typical.causes) {
-    out += kIndent + fmt::format("{:<16} {:>5.1f}%  {} ms/token\n", printable(c.cause), c.share * 100.0,
+    out += kIndent + fmt::format("{:<16} {:>5.1f}%  {} ms/token\n", cause_id(c.cause), c.share * 100.0,
                                  ms_cell(c.ms / static_cast<double>(r.typical.windows)));
   }
   return out;

@@ -1,6 +1,7 @@
 #include "report/report_view.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <ctime>
 #include <limits>
@@ -9,10 +10,12 @@
 
 #include <fmt/format.h>
 
-#include "analysis/stats.hpp"
-#include "report/palette.hpp"
+#include "model/stats.hpp"
+#include "model/cause.hpp"
 
 namespace ld::report {
+
+using namespace model;
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -20,22 +23,23 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 Quartiles quartiles(const std::vector<double>& values) {
   Quartiles q;
   q.n = values.size();
-  q.p25 = analysis::percentile(values, 25);
-  q.p50 = analysis::percentile(values, 50);
-  q.p75 = analysis::percentile(values, 75);
+  q.p25 = model::percentile(values, 25);
+  q.p50 = model::percentile(values, 50);
+  q.p75 = model::percentile(values, 75);
   return q;
 }
 
-// Causes summed by id, plus the part of `total_ms` none of them explains as "unknown".
-std::vector<CauseTime> with_unexplained(const std::map<std::string, double>& ms_by_cause, double total_ms) {
-  std::map<std::string, double> sums = ms_by_cause;
+// Per-cause sums (indexed by Cause) plus the unexplained rest as unknown, longest first; equal
+// times keep the vocabulary's order.
+std::vector<CauseTime> with_unexplained(std::array<double, kCauseCount> ms_by_cause, double total_ms) {
   double explained = 0;
-  for (const auto& [cause, ms] : sums) explained += ms;
-  if (total_ms - explained > 1e-9) sums["unknown"] += total_ms - explained;
+  for (const CauseInfo& info : kCauses) explained += ms_by_cause[static_cast<size_t>(info.cause)];
+  if (total_ms - explained > 1e-9) ms_by_cause[static_cast<size_t>(Cause::kUnknown)] += total_ms - explained;
   std::vector<CauseTime> causes;
-  for (const auto& [cause, ms] : sums) {
+  for (const CauseInfo& info : kCauses) {
+    const double ms = ms_by_cause[static_cast<size_t>(info.cause)];
     if (!(ms > 0)) continue;
-    causes.push_back({cause, ms, total_ms > 0 ? ms / total_ms : 0, nlohmann::json::object()});
+    causes.push_back({info.cause, ms, total_ms > 0 ? ms / total_ms : 0, nlohmann::json::object()});
   }
   std::stable_sort(causes.begin(), causes.end(), [](const CauseTime& a, const CauseTime& b) { return a.ms > b.ms; });
   return causes;
@@ -154,7 +158,7 @@ Histogram make_histogram(const std::vector<double>& values, int bins) {
     if (std::isfinite(v)) finite.push_back(std::max(v, 0.0));
   if (finite.empty() || bins < 1) return h;
   const double max = *std::max_element(finite.begin(), finite.end());
-  const double p99 = analysis::percentile(finite, 99);
+  const double p99 = model::percentile(finite, 99);
   h.hi = (p99 > 0 && max > 3 * p99) ? 1.5 * p99 : max;
   if (!(h.hi > 0)) h.hi = 1;
   h.bin_width = h.hi / bins;
@@ -178,11 +182,11 @@ BoxStats box_stats(const std::vector<double>& values) {
   b.n = sorted.size();
   if (sorted.empty()) return b;
   std::sort(sorted.begin(), sorted.end());
-  b.p25 = analysis::percentile(sorted, 25);
-  b.p50 = analysis::percentile(sorted, 50);
-  b.p75 = analysis::percentile(sorted, 75);
-  b.mean = analysis::mean(sorted);
-  b.sd = analysis::stddev(sorted);
+  b.p25 = model::percentile(sorted, 25);
+  b.p50 = model::percentile(sorted, 50);
+  b.p75 = model::percentile(sorted, 75);
+  b.mean = model::mean(sorted);
+  b.sd = model::stddev(sorted);
   const double reach = 1.5 * (b.p75 - b.p25);
   b.whisker_lo = *std::lower_bound(sorted.begin(), sorted.end(), b.p25 - reach);
   b.whisker_hi = *(std::upper_bound(sorted.begin(), sorted.end(), b.p75 + reach) - 1);
@@ -234,21 +238,21 @@ std::vector<InputBucket> ttft_by_input(const Report& r, size_t buckets) {
       ttfts.push_back(points[i].ttft_ms);
       inputs.push_back(points[i].input);
     }
-    out.push_back({points[begin].input, points[end - 1].input, end - begin, analysis::percentile(ttfts, 50),
-                   analysis::percentile(ttfts, 90), fitted_ttft_ms(r.ttft_fit, analysis::median(inputs))});
+    out.push_back({points[begin].input, points[end - 1].input, end - begin, model::percentile(ttfts, 50),
+                   model::percentile(ttfts, 90), fitted_ttft_ms(r.ttft_fit, model::median(inputs))});
   }
   return out;
 }
 
 CauseTotals outlier_totals(const Report& r, const std::string& kind) {
   CauseTotals totals;
-  std::map<std::string, double> ms_by_cause;
+  std::array<double, kCauseCount> ms_by_cause{};
   for (const Outlier& o : r.outliers) {
     if (o.kind != kind || !std::isfinite(o.duration_ms)) continue;
     totals.windows++;
     totals.total_ms += o.duration_ms;
     for (const CauseTime& c : o.causes)
-      if (std::isfinite(c.ms) && c.ms > 0) ms_by_cause[c.cause] += c.ms;
+      if (std::isfinite(c.ms) && c.ms > 0) ms_by_cause[static_cast<size_t>(c.cause)] += c.ms;
   }
   totals.causes = with_unexplained(ms_by_cause, totals.total_ms);
   return totals;
@@ -258,23 +262,23 @@ CauseTotals typical_totals(const Report& r) {
   CauseTotals totals;
   totals.windows = r.typical.windows;
   totals.total_ms = std::isfinite(r.typical.total_ms) ? r.typical.total_ms : 0;
-  std::map<std::string, double> ms_by_cause;
+  std::array<double, kCauseCount> ms_by_cause{};
   for (const CauseTime& c : r.typical.causes)
-    if (std::isfinite(c.ms) && c.ms > 0) ms_by_cause[c.cause] += c.ms;
+    if (std::isfinite(c.ms) && c.ms > 0) ms_by_cause[static_cast<size_t>(c.cause)] += c.ms;
   totals.causes = with_unexplained(ms_by_cause, totals.total_ms);
   return totals;
 }
 
-std::string dominant_cause(const Outlier& o) {
+Cause dominant_cause(const Outlier& o) {
   const CauseTime* best = nullptr;
   for (const CauseTime& c : o.causes)
     if (std::isfinite(c.ms) && (!best || c.ms > best->ms)) best = &c;
-  return best ? best->cause : "unknown";
+  return best ? best->cause : Cause::kUnknown;
 }
 
 std::string causes_summary(const std::vector<CauseTime>& causes) {
   std::string out;
-  for (const CauseTime& c : causes) out += (out.empty() ? "" : ", ") + c.cause + " " + ms_cell(c.ms) + " ms";
+  for (const CauseTime& c : causes) out += fmt::format("{}{} {} ms", out.empty() ? "" : ", ", cause_id(c.cause), ms_cell(c.ms));
   return out;
 }
 
@@ -291,14 +295,16 @@ std::vector<std::string> CauseBreakdown::headers() const {
           fmt::format("typical token ({} gaps), ms each", typical.windows)};
 }
 
-std::vector<std::string> CauseBreakdown::cells(const std::string& cause) const {
+std::vector<std::string> CauseBreakdown::cells(Cause cause) const {
   auto share = [&](const CauseTotals& totals, double per) -> std::string {
     for (const CauseTime& c : totals.causes)
       if (c.cause == cause) return fmt::format("{} ({:.0f}%)", ms_cell(c.ms / per), c.share * 100);
     return "";
   };
   const double per_token = typical.windows ? static_cast<double>(typical.windows) : 1;
-  return {cause, cause_label(cause), share(first_tokens, 1), share(gaps, 1), share(typical, per_token)};
+  const CauseInfo& info = cause_info(cause);
+  return {std::string(info.id), std::string(info.label), share(first_tokens, 1), share(gaps, 1),
+          share(typical, per_token)};
 }
 
 CauseBreakdown cause_breakdown(const Report& r) {
@@ -306,8 +312,7 @@ CauseBreakdown cause_breakdown(const Report& r) {
   for (const CauseTotals* t : {&b.first_tokens, &b.gaps, &b.typical})
     for (const CauseTime& c : t->causes)
       if (std::find(b.causes.begin(), b.causes.end(), c.cause) == b.causes.end()) b.causes.push_back(c.cause);
-  std::stable_sort(b.causes.begin(), b.causes.end(),
-                   [](const std::string& x, const std::string& y) { return cause_rank(x) < cause_rank(y); });
+  std::stable_sort(b.causes.begin(), b.causes.end(), [](Cause x, Cause y) { return cause_rank(x) < cause_rank(y); });
   return b;
 }
 
@@ -324,7 +329,7 @@ const std::vector<std::string>& distribution_headers() {
   return headers;
 }
 
-std::vector<std::string> distribution_cells(const std::string& name, const analysis::Distribution& d) {
+std::vector<std::string> distribution_cells(const std::string& name, const model::Distribution& d) {
   return {name, std::to_string(d.count), ms_cell(d.p50), ms_cell(d.p90), ms_cell(d.p95),
           ms_cell(d.p99), ms_cell(d.max), ms_cell(d.mean), ms_cell(d.stddev)};
 }

@@ -7,9 +7,17 @@
 #include <string>
 #include <vector>
 
-#include "report/report.hpp"
+#include "model/report.hpp"
 
 namespace ld::report {
+
+using model::AgentCost;
+using model::Cause;
+using model::CauseTime;
+using model::Outlier;
+using model::Report;
+using model::RequestRow;
+using model::TtftFit;
 
 // "12.3", "-" for NaN/inf.
 std::string ms_cell(double ms);
@@ -86,8 +94,8 @@ struct CauseTotals {
 CauseTotals outlier_totals(const Report& r, const std::string& kind);  // "ttft" | "tpot"
 // The typical token's split with the unexplained rest as "unknown".
 CauseTotals typical_totals(const Report& r);
-// The cause with the most time in an outlier ("unknown" when it has none).
-std::string dominant_cause(const Outlier& o);
+// The cause with the most time in an outlier (unknown when it has none).
+Cause dominant_cause(const Outlier& o);
 // "disk_io 300.0 ms, unknown 12.0 ms"
 std::string causes_summary(const std::vector<CauseTime>& causes);
 // "syscall=fsync, path=/var/log/app.log" (unescaped)
@@ -97,11 +105,11 @@ std::string evidence_summary(const nlohmann::json& evidence);
 // tokens, the slow gaps or the typical token, in vocabulary order.
 struct CauseBreakdown {
   CauseTotals first_tokens, gaps, typical;
-  std::vector<std::string> causes;
+  std::vector<Cause> causes;
   std::vector<std::string> headers() const;
   // cause id, meaning, then "ms (share%)" per column ("" where the cause is absent); the
   // typical column is per token.
-  std::vector<std::string> cells(const std::string& cause) const;
+  std::vector<std::string> cells(Cause cause) const;
 };
 CauseBreakdown cause_breakdown(const Report& r);
 // Outliers, longest first.
@@ -109,7 +117,7 @@ std::vector<const Outlier*> outliers_by_duration(const Report& r);
 
 // ---- plain-text table cells both human formats escape and lay out their own way
 const std::vector<std::string>& distribution_headers();  // "ms", "n", "p50", ... "sd"
-std::vector<std::string> distribution_cells(const std::string& name, const analysis::Distribution& d);
+std::vector<std::string> distribution_cells(const std::string& name, const model::Distribution& d);
 const std::vector<std::string>& request_headers();
 std::vector<std::string> request_cells(const Report& r, const RequestRow& row);
 const std::vector<std::string>& length_headers();  // "per request", "n", "P25", "P50", "P75"

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "analysis/facts.hpp"
+#include "rules/report_facts.hpp"
 
 namespace ld::rules {
 namespace {
@@ -64,8 +64,8 @@ std::string severity_of(const Rule& rule, const FactSet& facts) {
 }
 
 // nullopt: the rule's only point is sysctls the host already has.
-std::optional<std::vector<report::SysctlRec>> sysctl_lines(const Rule& rule, const FactSet& facts) {
-  std::vector<report::SysctlRec> lines;
+std::optional<std::vector<model::SysctlRec>> sysctl_lines(const Rule& rule, const FactSet& facts) {
+  std::vector<model::SysctlRec> lines;
   for (const SysctlSpec& spec : rule.sysctl) {
     const FactValue* current = facts.get("sysctl." + spec.key);
     const std::string now = current ? fact_text(*current) : "";
@@ -76,8 +76,8 @@ std::optional<std::vector<report::SysctlRec>> sysctl_lines(const Rule& rule, con
   return lines;
 }
 
-double cause_ms(const FactSet& facts, const std::string& cause) {
-  const FactValue* v = facts.get("cause." + cause + ".ms");
+double cause_ms(const FactSet& facts, model::Cause cause) {
+  const FactValue* v = facts.get(fmt::format("cause.{}.ms", model::cause_id(cause)));
   const double* ms = v ? std::get_if<double>(v) : nullptr;
   return ms ? *ms : 0;
 }
@@ -101,8 +101,8 @@ void flatten(const nlohmann::json& value, const std::string& name, FactSet& fact
 
 }  // namespace
 
-void sort_findings(std::vector<report::Finding>& findings, const FactSet& facts) {
-  std::stable_sort(findings.begin(), findings.end(), [&](const report::Finding& a, const report::Finding& b) {
+void sort_findings(std::vector<model::Finding>& findings, const FactSet& facts) {
+  std::stable_sort(findings.begin(), findings.end(), [&](const model::Finding& a, const model::Finding& b) {
     if (severity_rank(a.severity) != severity_rank(b.severity)) return severity_rank(a.severity) < severity_rank(b.severity);
     const double ma = cause_ms(facts, a.cause), mb = cause_ms(facts, b.cause);
     if (ma != mb) return ma > mb;
@@ -110,13 +110,13 @@ void sort_findings(std::vector<report::Finding>& findings, const FactSet& facts)
   });
 }
 
-std::vector<report::Finding> evaluate(const RuleSet& rules, const FactSet& facts, Scope scope) {
-  std::vector<report::Finding> findings;
+std::vector<model::Finding> evaluate(const RuleSet& rules, const FactSet& facts, Scope scope) {
+  std::vector<model::Finding> findings;
   for (const Rule& rule : rules.rules) {
     if (!rule.enabled || rule.scope != scope || !rule.condition.holds(facts)) continue;
     auto sysctl = sysctl_lines(rule, facts);
     if (!sysctl) continue;
-    report::Finding f;
+    model::Finding f;
     f.rule = rule.id;
     f.cause = rule.cause;
     f.severity = severity_of(rule, facts);
@@ -137,21 +137,21 @@ FactSet facts_from_json(const nlohmann::json& object) {
   return facts;
 }
 
-FactSet host_facts_of(const report::Report& report) {
+FactSet host_facts_of(const model::Report& report) {
   if (!report.host.is_object()) return {};
   auto it = report.host.find("facts");
   return it == report.host.end() ? FactSet{} : facts_from_json(*it);
 }
 
-FactSet facts_for_report(const report::Report& report, const FactSet& host_facts) {
+FactSet facts_for_report(const model::Report& report, const FactSet& host_facts) {
   FactSet facts = host_facts;
-  facts.merge(analysis::report_facts(report));
+  facts.merge(report_facts(report));
   // Verify commands name the process; report_facts does not carry the pid.
   if (!report.target.pids.empty() && !facts.has("target.pid")) facts.set("target.pid", report.target.pids.front());
   return facts;
 }
 
-void apply_rules(report::Report& report, const RuleSet& rules, const FactSet& host_facts) {
+void apply_rules(model::Report& report, const RuleSet& rules, const FactSet& host_facts) {
   for (const Problem& p : rules.errors) report.warnings.push_back("rules: " + p.to_string());
   for (const Problem& p : rules.warnings) report.warnings.push_back("rules: " + p.to_string());
   const FactSet facts = facts_for_report(report, host_facts);
@@ -160,7 +160,7 @@ void apply_rules(report::Report& report, const RuleSet& rules, const FactSet& ho
   sort_findings(report.findings, facts);
 }
 
-void apply_rules(report::Report& report, const FactSet& host_facts, const std::vector<std::string>& extra_paths) {
+void apply_rules(model::Report& report, const FactSet& host_facts, const std::vector<std::string>& extra_paths) {
   apply_rules(report, load_rules(extra_paths), host_facts);
 }
 

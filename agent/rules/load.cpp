@@ -28,13 +28,6 @@ const Rule* RuleSet::find(std::string_view id) const {
   return nullptr;
 }
 
-const std::vector<std::string>& cause_ids() {
-  static const std::vector<std::string> ids{
-      "kv_alloc",       "cpu_frequency",   "gil",          "disk_io", "time_wait",
-      "cpu_contention", "cgroup_throttle", "lock_contention", "swap_reclaim", "network",
-      "app_wait",       "cold_start",      "compute",      "unknown"};
-  return ids;
-}
 
 namespace {
 
@@ -49,6 +42,13 @@ const std::vector<std::string>& host_namespaces() {
   static const std::vector<std::string> names{"sysctl", "cpu",   "mem",   "numa", "cgroup",
                                               "limits", "irq",   "nginx", "trace", "host"};
   return names;
+}
+
+// "kv_alloc, cpu_frequency, ...": the vocabulary, for messages.
+std::string cause_list() {
+  std::string list;
+  for (const auto& info : model::kCauses) list += fmt::format("{}{}", list.empty() ? "" : ", ", info.id);
+  return list;
 }
 
 bool contains(const std::vector<std::string>& list, std::string_view item) {
@@ -79,10 +79,12 @@ class RuleReader {
     check_id(r.id);
     if (const toml::node* enabled = t_.get("enabled")) r.enabled = boolean(*enabled, "enabled");
     if (!r.enabled) return r;  // an override that switches a rule off needs nothing else
-    r.cause = string("cause", true);
-    if (!contains(cause_ids(), r.cause))
-      throw RuleError(line_of(*t_.get("cause")), fmt::format("cause '{}' is not in the vocabulary ({})", r.cause,
-                                                             fmt::join(cause_ids(), ", ")));
+    const std::string cause = string("cause", true);
+    const auto parsed = model::parse_cause(cause);
+    if (!parsed)
+      throw RuleError(line_of(*t_.get("cause")),
+                      fmt::format("cause '{}' is not in the vocabulary ({})", cause, cause_list()));
+    r.cause = *parsed;
     r.severity = string("severity", true);
     if (r.severity != "info" && r.severity != "warn" && r.severity != "crit")
       throw RuleError(line_of(*t_.get("severity")), "severity must be info, warn or crit");
@@ -241,7 +243,7 @@ void check_fact_names(const Rule& r, RuleSet& set) {
     else if (first == "cause" || first == "typical") {
       const size_t dot = name.find('.');
       const std::string cause = name.substr(dot + 1, name.find('.', dot + 1) - dot - 1);
-      if (!contains(cause_ids(), cause))
+      if (!model::parse_cause(cause))
         problem = fmt::format("fact '{}': '{}' is not a cause id", name, cause);
     }
     if (!problem.empty()) set.warnings.push_back({r.file, r.line, fmt::format("rule {}: {}", r.id, problem)});

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/cause.hpp"
 #include "rules/expr.hpp"
 #include "rules/template.hpp"
 
@@ -33,7 +34,7 @@ struct SysctlSpec {
 
 struct Rule {
   std::string id;
-  std::string cause;                // interface.md vocabulary
+  model::Cause cause = model::Cause::kUnknown;
   std::string severity;             // info | warn | crit: the least it reports
   Scope scope = Scope::kReport;
   bool enabled = true;              // false: an override that switches a rule off
@@ -63,9 +64,6 @@ struct RuleSet {
 
   const Rule* find(std::string_view id) const;
 };
-
-// The cause ids of the report vocabulary (interface.md).
-const std::vector<std::string>& cause_ids();
 
 // Adds the rules of one file's text (file names the problems) to the current layer of `set`.
 void load_rules_text(RuleSet& set, std::string_view text, const std::string& file);

@@ -295,7 +295,7 @@ class TokenLogParser {
   }
 
   void build_requests() {
-    analysis::Timeline& timeline = result_.timeline;
+    model::Timeline& timeline = result_.timeline;
     for (RequestEvents& req : requests_) {
       if (!req.start) {
         warnings_.add(fmt::format("{}: request {} has no start event; skipped", name_, shown_id(req.id)));
@@ -303,7 +303,7 @@ class TokenLogParser {
         continue;
       }
       drop_stamps_before_start(req);
-      analysis::Request out = to_request(req);
+      model::Request out = to_request(req);
       if (!out.token_ns.empty()) {
         timeline.requests.push_back(std::move(out));
       } else if (req.end) {
@@ -313,7 +313,7 @@ class TokenLogParser {
       }
     }
     std::sort(timeline.requests.begin(), timeline.requests.end(),
-              [](const analysis::Request& a, const analysis::Request& b) {
+              [](const model::Request& a, const model::Request& b) {
                 return std::tie(a.start_ns, a.id) < std::tie(b.start_ns, b.id);
               });
   }
@@ -340,10 +340,10 @@ class TokenLogParser {
     }
   }
 
-  static analysis::Request to_request(RequestEvents& req) {
+  static model::Request to_request(RequestEvents& req) {
     std::stable_sort(req.tokens.begin(), req.tokens.end(),
                      [](const Stamp& a, const Stamp& b) { return a.ns < b.ns; });
-    analysis::Request out;
+    model::Request out;
     out.id = req.id;
     out.start_ns = req.start->ns;
     out.end_ns = req.end ? req.end->ns : 0;

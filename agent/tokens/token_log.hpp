@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/timeline.hpp"
+#include "model/timeline.hpp"
 
 namespace ld::tokens {
 
@@ -22,7 +22,7 @@ inline constexpr size_t kMaxLineBytes = 1 << 20;  // longer lines are skipped wi
 inline constexpr size_t kMaxLineWarnings = 100;   // then one "... N more" warning
 
 struct TokenLogResult {
-  analysis::Timeline timeline;         // times converted to CLOCK_MONOTONIC
+  model::Timeline timeline;         // times converted to CLOCK_MONOTONIC
   std::vector<std::string> warnings;   // "tokens.jsonl:7: missing \"t_ns\"; line skipped"
   uint64_t lines = 0;                  // lines read, blank ones included
   uint64_t bad_lines = 0;              // lines skipped (all of them, even past the warning cap)

@@ -24,7 +24,7 @@ json recorded_agent() {
           {"wakeups", 5},       {"stop_cpu_ms", 100.0},   {"peak_rss_mib", 42.0}};
 }
 
-ld::report::Report analyse(const json& trailer) {
+ld::model::Report analyse(const json& trailer) {
   const json header = {{"clock", {{"start_mono_ns", 1'000'000'000ULL}}}};
   ld::analysis::EventAnalyzer analyzer;
   return analyzer.finish(header, trailer, "sse", {});
@@ -61,7 +61,7 @@ TEST(AgentCost, MissingOrMistypedCostIsUnknownNotAFailure) {
   partial.erase("peak_rss_mib");
   for (const json& trailer : {trailer_with(mistyped), trailer_with(negative), trailer_with(partial),
                               trailer_with("not an object"), json{{"end_mono_ns", 6'000'000'000ULL}}}) {
-    ld::report::Report report;
+    ld::model::Report report;
     ASSERT_NO_THROW(report = analyse(trailer)) << trailer.dump();
     EXPECT_FALSE(report.agent.known) << trailer.dump();
     EXPECT_EQ(ld::report::render_text(report).find("the agent attached"), std::string::npos);

@@ -6,13 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include "analysis/summary.hpp"
 #include "analysis/attribution.hpp"
 #include "analysis/evidence.hpp"
 #include "analysis/live.hpp"
 #include "events.h"
 
 using ld::analysis::Attributor;
-using ld::analysis::Cause;
+using ld::model::Cause;
 using ld::analysis::EvidenceStore;
 using ld::analysis::WindowAccount;
 
@@ -336,8 +337,8 @@ TEST(Attribution, PeriodicOutliersAreFound) {
 TEST(Attribution, ReportOutliersCarryTheCauseAndTheTypicalProfile) {
   EvidenceStore store;
   // Token thread 100: tokens every 40 ms, one 400 ms gap spent in fsync.
-  ld::analysis::Timeline timeline;
-  ld::analysis::Request r;
+  ld::model::Timeline timeline;
+  ld::model::Request r;
   r.id = "100:c1#1";
   r.start_ns = 1000 * kMs;
   uint64_t t = 1200 * kMs;
@@ -351,7 +352,7 @@ TEST(Attribution, ReportOutliersCarryTheCauseAndTheTypicalProfile) {
   blocked(store, 100, 100, gap_start + 20 * kMs, gap_start + 380 * kMs, gap_start + 380 * kMs, 74, 0, 0, "swapper/0");
   syscall(store, 100, 100, LD_SYS_FSYNC, gap_start + 20 * kMs, gap_start + 380 * kMs, 3, 0, "/var/log/app.log");
   store.finish();
-  ld::report::Report report = ld::report::build_report(timeline, {}, 1000 * kMs, t, 0);
+  ld::model::Report report = ld::analysis::build_report(timeline, {}, 1000 * kMs, t, 0);
   ld::analysis::attribute(report, timeline, nullptr, store, {100}, 0);
   ASSERT_TRUE(report.attributed);
   ASSERT_EQ(report.outliers.size(), 1u);
@@ -361,22 +362,22 @@ TEST(Attribution, ReportOutliersCarryTheCauseAndTheTypicalProfile) {
   EXPECT_DOUBLE_EQ(o.duration_ms, 400);
   EXPECT_DOUBLE_EQ(o.baseline_ms, 40);
   ASSERT_GE(o.causes.size(), 2u);
-  EXPECT_EQ(o.causes[0].cause, "disk_io");
+  EXPECT_EQ(o.causes[0].cause, ld::model::Cause::kDiskIo);
   EXPECT_DOUBLE_EQ(o.causes[0].ms, 360);
   EXPECT_DOUBLE_EQ(o.causes[0].share, 0.9);
   EXPECT_EQ(o.causes[0].evidence["path"], "/var/log/app.log");
-  EXPECT_EQ(o.causes[1].cause, "compute");
+  EXPECT_EQ(o.causes[1].cause, ld::model::Cause::kCompute);
   EXPECT_EQ(report.typical.windows, 18u);
   ASSERT_EQ(report.typical.causes.size(), 1u);
-  EXPECT_EQ(report.typical.causes[0].cause, "compute");
+  EXPECT_EQ(report.typical.causes[0].cause, ld::model::Cause::kCompute);
 }
 
 TEST(Attribution, ColdStartIsTheFirstRequestsOwnWorkNotAWaitBehindANeighbour) {
   auto run = [](bool neighbour) {
     EvidenceStore store;
-    ld::analysis::Timeline timeline;
+    ld::model::Timeline timeline;
     for (int i = 0; i < 6; ++i) {
-      ld::analysis::Request r;
+      ld::model::Request r;
       r.id = "100:c1#" + std::to_string(i + 1);
       r.start_ns = (1000 + i * 1000) * kMs;
       r.input_bytes = 300;
@@ -389,17 +390,17 @@ TEST(Attribution, ColdStartIsTheFirstRequestsOwnWorkNotAWaitBehindANeighbour) {
     agg.period_start_ns = 1000 * kMs;
     add(store, agg);
     store.finish();
-    ld::report::Report report = ld::report::build_report(timeline, {}, 1000 * kMs, 7000 * kMs, 0);
+    ld::model::Report report = ld::analysis::build_report(timeline, {}, 1000 * kMs, 7000 * kMs, 0);
     ld::analysis::attribute(report, timeline, nullptr, store, {100}, 900 * kMs);  // started 100 ms before
     return report;
   };
   const auto own = run(false);
   ASSERT_EQ(own.outliers.size(), 1u);
-  EXPECT_EQ(own.outliers[0].causes[0].cause, "cold_start");
+  EXPECT_EQ(own.outliers[0].causes[0].cause, ld::model::Cause::kColdStart);
   EXPECT_NEAR(own.outliers[0].causes[0].ms, 550, 1e-6);  // 600 ms - the 50 ms baseline
   const auto waited = run(true);
   ASSERT_EQ(waited.outliers.size(), 1u);
-  EXPECT_EQ(waited.outliers[0].causes[0].cause, "cpu_contention");
+  EXPECT_EQ(waited.outliers[0].causes[0].cause, ld::model::Cause::kCpuContention);
   EXPECT_EQ(waited.outliers[0].causes[0].evidence["culprit_comm"], "hog");
 }
 

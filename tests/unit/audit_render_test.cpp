@@ -8,16 +8,16 @@
 #include "audit/audit_render.hpp"
 
 using namespace ld::audit;
-using ld::report::Finding;
+using ld::model::Finding;
 
 namespace {
 
 const std::string kBad = std::string(LD_TEST_FIXTURES_DIR) + "/audit/bad";
 
-Finding finding(std::string rule, std::string severity, std::vector<ld::report::SysctlRec> sysctl = {}) {
+Finding finding(std::string rule, std::string severity, std::vector<ld::model::SysctlRec> sysctl = {}) {
   Finding f;
   f.rule = std::move(rule);
-  f.cause = "time_wait";
+  f.cause = ld::model::Cause::kTimeWait;
   f.severity = std::move(severity);
   f.title = "title of " + f.rule;
   f.evidence = "evidence of " + f.rule;

@@ -13,7 +13,7 @@
 #include "rules/engine.hpp"
 
 using namespace ld::audit;
-using ld::report::Finding;
+using ld::model::Finding;
 
 namespace {
 

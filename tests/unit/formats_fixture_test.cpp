@@ -17,7 +17,7 @@ using nlohmann::json;
 
 const std::string kFixture = std::string(LD_TEST_DATA_DIR) + "/../fixtures/formats/sample.ldtrace";
 
-ld::report::Report fixture_report(bool thread_tracks) {
+ld::model::Report fixture_report(bool thread_tracks) {
   ld::analysis::EventAnalyzer analyzer;
   if (thread_tracks) analyzer.keep_thread_tracks();
   auto read = ld::trace::read_trace(kFixture, [&](const ld_hdr& rec) { analyzer.on_record(rec, rec.size); });

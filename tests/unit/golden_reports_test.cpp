@@ -33,6 +33,23 @@ std::string digest(const std::string& bytes) {
   return fmt::format("{} {:016x}\n", bytes.size(), h);
 }
 
+// "" when equal, else the first line that differs, both ways (the whole report is too long
+// to read in a test log).
+std::string first_difference(const std::string& got, const std::string& want) {
+  if (got == want) return "";
+  size_t line = 1, at = 0;
+  while (at < got.size() && at < want.size() && got[at] == want[at]) {
+    if (got[at] == '\n') ++line;
+    ++at;
+  }
+  auto line_at = [](const std::string& text, size_t pos) {
+    const size_t begin = text.rfind('\n', pos == 0 ? 0 : pos - 1);
+    const size_t from = begin == std::string::npos ? 0 : begin + 1;
+    return text.substr(from, text.find('\n', from) - from);
+  };
+  return fmt::format("line {}:\n  got:  {}\n  want: {}", line, line_at(got, at), line_at(want, at));
+}
+
 std::vector<fs::path> golden_traces() {
   std::vector<fs::path> traces{kFixtures / "formats" / "sample.ldtrace"};
   for (const auto& entry : fs::directory_iterator(kFixtures / "golden"))
@@ -71,7 +88,8 @@ TEST(GoldenReports, EveryFormatOfEveryTraceIsUnchanged) {
       } else {
         const fs::path want = kExpected / (name + "." + format);
         ASSERT_TRUE(fs::exists(want)) << want;
-        EXPECT_EQ(got, slurp(want)) << name << "." << format << " changed (scripts/update_golden.sh if intended)";
+        EXPECT_EQ(first_difference(got, slurp(want)), "")
+            << name << "." << format << " changed (scripts/update_golden.sh if intended)";
       }
     }
   }

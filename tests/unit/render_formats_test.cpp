@@ -13,19 +13,20 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "analysis/summary.hpp"
 #include "analysis/thread_tracks.hpp"
-#include "report/palette.hpp"
+#include "model/cause.hpp"
 #include "report/report.hpp"
 #include "report/report_view.hpp"
 #include "report/svg.hpp"
 
 namespace {
 
-using ld::analysis::Request;
-using ld::analysis::Timeline;
-using ld::report::CauseTime;
-using ld::report::Outlier;
-using ld::report::Report;
+using ld::model::Request;
+using ld::model::Timeline;
+using ld::model::CauseTime;
+using ld::model::Outlier;
+using ld::model::Report;
 using nlohmann::json;
 
 constexpr uint64_t kMs = 1'000'000;
@@ -63,7 +64,7 @@ Outlier outlier(const Report& r, const std::string& kind, size_t row, size_t tok
   o.token_index = token;
   o.start_mono_ns = token == 0 ? req.start_mono_ns : req.token_mono_ns.at(token - 1);
   o.end_mono_ns = req.token_mono_ns.at(token);
-  o.start_unix_ns = ld::report::mono_to_unix_ns(o.start_mono_ns, kOffset);
+  o.start_unix_ns = ld::model::mono_to_unix_ns(o.start_mono_ns, kOffset);
   o.duration_ms = static_cast<double>(o.end_mono_ns - o.start_mono_ns) / 1e6;
   o.baseline_ms = 40;
   o.tid = req.token_tid.at(token);
@@ -80,19 +81,19 @@ Report sample_report() {
   for (size_t i = 5; i < slow.size(); ++i) slow[i] += 360;  // token 5 comes 400 ms after token 4
   t.requests.push_back(request("42:c1#2", 1000, slow, 4000, 43));
   t.requests.push_back(request("42:c2#1", 3000, tokens_every(3900, 40, 6), 16000, 44));
-  ld::report::Target target{{42}, kHostile, "/opt/llm/server|v2"};
-  Report r = ld::report::build_report(t, target, kBase, kBase + 10'000 * kMs, kOffset);
+  ld::model::Target target{{42}, kHostile, "/opt/llm/server|v2"};
+  Report r = ld::analysis::build_report(t, target, kBase, kBase + 10'000 * kMs, kOffset);
   r.attributed = true;
   r.outliers.push_back(outlier(r, "tpot", 1, 5,
-                               {{"disk_io", 300, 0.75, {{"syscall", "fsync"}, {"path", "/var/log/<app>.log"}}},
-                                {"compute", 60, 0.15, json::object()}}));
-  r.outliers.push_back(outlier(r, "ttft", 2, 0, {{"kv_alloc", 500, 0.55, {{"mmap_bytes", 1 << 30}}}}));
-  r.typical = {40, 1600, {{"compute", 1400, 0.875, json::object()}, {"cpu_contention", 100, 0.0625, json::object()}}};
+                               {{ld::model::Cause::kDiskIo, 300, 0.75, {{"syscall", "fsync"}, {"path", "/var/log/<app>.log"}}},
+                                {ld::model::Cause::kCompute, 60, 0.15, json::object()}}));
+  r.outliers.push_back(outlier(r, "ttft", 2, 0, {{ld::model::Cause::kKvAlloc, 500, 0.55, {{"mmap_bytes", 1 << 30}}}}));
+  r.typical = {40, 1600, {{ld::model::Cause::kCompute, 1400, 0.875, json::object()}, {ld::model::Cause::kCpuContention, 100, 0.0625, json::object()}}};
   r.ttft_fit = {true, "bytes", 5.0, 20.0, 0.93, 3};
   r.periodicity = {true, 60.0, 4, "pid 812 (prometheus) ran"};
-  ld::report::Finding f;
+  ld::model::Finding f;
   f.rule = "disk-fsync-on-token-path";
-  f.cause = "disk_io";
+  f.cause = ld::model::Cause::kDiskIo;
   f.severity = "crit";
   f.title = "fsync | on the token path";
   f.evidence = "1 gap waited 300 ms in fsync of /var/log/<app>.log";
@@ -139,18 +140,29 @@ TEST(ReportView, NiceTicksAreRoundAndCoverTheRange) {
   EXPECT_LE(ld::report::nice_ticks(-1e300, 1e300, 4).size(), 16u);
 }
 
-TEST(ReportView, PaletteGivesEveryCauseItsOwnColour) {
-  std::set<std::string> colours;
-  for (const auto& style : ld::report::cause_styles()) colours.insert(style.color);
-  EXPECT_EQ(colours.size(), ld::report::cause_styles().size());
-  // The contract's vocabulary, every id styled.
-  for (const char* id : {"kv_alloc", "cpu_frequency", "gil", "disk_io", "time_wait", "cpu_contention",
-                         "cgroup_throttle", "lock_contention", "swap_reclaim", "network", "app_wait",
-                         "cold_start", "compute", "unknown"})
-    EXPECT_LT(ld::report::cause_rank(id), ld::report::cause_styles().size()) << id;
-  EXPECT_EQ(ld::report::cause_color("made_up"), "#555555");
-  EXPECT_TRUE(ld::report::cause_color_is_light("unknown"));
-  EXPECT_FALSE(ld::report::cause_color_is_light("cgroup_throttle"));
+TEST(CauseVocabulary, OneTableNamesEveryCauseWithItsOwnColour) {
+  using ld::model::Cause;
+  std::set<std::string_view> colours, ids;
+  for (const auto& info : ld::model::kCauses) {
+    colours.insert(info.color);
+    ids.insert(info.id);
+    EXPECT_EQ(ld::model::parse_cause(info.id), info.cause) << info.id;  // id and enum round-trip
+    EXPECT_EQ(ld::model::cause_id(info.cause), info.id);
+    EXPECT_FALSE(info.label.empty());
+    EXPECT_FALSE(info.description.empty());
+  }
+  EXPECT_EQ(colours.size(), ld::model::kCauses.size());
+  // The contract's vocabulary, in its order.
+  const std::vector<std::string_view> contract{"kv_alloc", "cpu_frequency", "gil", "disk_io", "time_wait",
+                                               "cpu_contention", "cgroup_throttle", "lock_contention",
+                                               "swap_reclaim", "network", "app_wait", "cold_start", "compute",
+                                               "unknown"};
+  ASSERT_EQ(ids.size(), contract.size());
+  for (size_t i = 0; i < contract.size(); ++i) EXPECT_EQ(ld::model::kCauses[i].id, contract[i]);
+  EXPECT_EQ(ld::model::parse_cause("made_up"), std::nullopt);
+  EXPECT_EQ(ld::model::cause_id(static_cast<Cause>(200)), "unknown");  // a damaged value reads as unknown
+  EXPECT_TRUE(ld::model::cause_color_is_light(Cause::kUnknown));
+  EXPECT_FALSE(ld::model::cause_color_is_light(Cause::kCgroupThrottle));
 }
 
 TEST(ReportView, LengthQuartilesPerRequest) {
@@ -195,14 +207,14 @@ TEST(ReportView, CauseTotalsAddTheUnexplainedRestAsUnknown) {
   EXPECT_EQ(gaps.windows, 1u);
   EXPECT_DOUBLE_EQ(gaps.total_ms, 400);
   ASSERT_EQ(gaps.causes.size(), 3u);
-  EXPECT_EQ(gaps.causes[0].cause, "disk_io");
-  EXPECT_EQ(gaps.causes[1].cause, "compute");
-  EXPECT_EQ(gaps.causes[2].cause, "unknown");
+  EXPECT_EQ(gaps.causes[0].cause, ld::model::Cause::kDiskIo);
+  EXPECT_EQ(gaps.causes[1].cause, ld::model::Cause::kCompute);
+  EXPECT_EQ(gaps.causes[2].cause, ld::model::Cause::kUnknown);
   EXPECT_DOUBLE_EQ(gaps.causes[2].ms, 40);
   double shares = 0;
   for (const auto& c : gaps.causes) shares += c.share;
   EXPECT_NEAR(shares, 1.0, 1e-9);
-  EXPECT_EQ(ld::report::dominant_cause(r.outliers[1]), "kv_alloc");
+  EXPECT_EQ(ld::report::dominant_cause(r.outliers[1]), ld::model::Cause::kKvAlloc);
 }
 
 TEST(ReportView, TtftBucketsByInputLengthCarryTheFit) {
@@ -234,7 +246,7 @@ TEST(ReportView, TimelineSampleKeepsEveryOutlierRequest) {
   Timeline t;
   for (size_t i = 0; i < 300; ++i)
     t.requests.push_back(request("42:c" + std::to_string(i) + "#1", i * 10, tokens_every(i * 10 + 50, 20, 20), 100, 43));
-  Report r = ld::report::build_report(t, {{42}, "srv", ""}, kBase, kBase + 20'000 * kMs, kOffset);
+  Report r = ld::analysis::build_report(t, {{42}, "srv", ""}, kBase, kBase + 20'000 * kMs, kOffset);
   for (size_t row : {3u, 150u, 151u, 299u}) r.outliers.push_back(outlier(r, "tpot", row, 3, {}));
 
   const auto sample = ld::report::sample_timeline(r, 2000, 150);
@@ -292,8 +304,11 @@ TEST(RenderHtml, ColoursOutliersByCauseAndDrawsTheFit) {
   const std::string html = ld::report::render_html(r);
   const size_t timeline = html.find("<section id=\"timeline\"");
   const std::string timeline_svg = html.substr(timeline, html.find("</svg>", timeline) - timeline);
-  EXPECT_NE(timeline_svg.find("fill=\"" + ld::report::cause_color("disk_io") + "\""), std::string::npos);
-  EXPECT_NE(timeline_svg.find("fill=\"" + ld::report::cause_color("kv_alloc") + "\""), std::string::npos);
+  const auto fill = [](ld::model::Cause c) {
+    return "fill=\"" + std::string(ld::model::cause_info(c).color) + "\"";
+  };
+  EXPECT_NE(timeline_svg.find(fill(ld::model::Cause::kDiskIo)), std::string::npos);
+  EXPECT_NE(timeline_svg.find(fill(ld::model::Cause::kKvAlloc)), std::string::npos);
   EXPECT_NE(timeline_svg.find("gap outlier, request 42:c1#2 token 5: 400.0 ms"), std::string::npos);
 
   const size_t ttft = html.find("<section id=\"ttft\"");
@@ -326,9 +341,9 @@ TEST(RenderHtml, LargeTraceIsDownsampledButKeepsEveryOutlier) {
   Timeline t;
   for (size_t i = 0; i < 400; ++i)
     t.requests.push_back(request("42:c" + std::to_string(i) + "#1", i * 10, tokens_every(i * 10 + 50, 20, 30), 100, 43));
-  Report r = ld::report::build_report(t, {{42}, "srv", ""}, kBase, kBase + 20'000 * kMs, kOffset);
+  Report r = ld::analysis::build_report(t, {{42}, "srv", ""}, kBase, kBase + 20'000 * kMs, kOffset);
   for (size_t row : {7u, 200u, 399u})
-    r.outliers.push_back(outlier(r, "tpot", row, 4, {{"gil", 15, 0.75, json::object()}}));
+    r.outliers.push_back(outlier(r, "tpot", row, 4, {{ld::model::Cause::kGil, 15, 0.75, json::object()}}));
   const std::string html = ld::report::render_html(r);
   EXPECT_NE(html.find("Large trace: showing"), std::string::npos);
   EXPECT_NE(html.find("all 3 with an outlier"), std::string::npos);
@@ -358,7 +373,7 @@ TEST(RenderFormats, OddValuesNeverCrash) {
   Outlier& o = r.outliers[0];
   o.duration_ms = NAN;
   o.end_mono_ns = 0;                                           // ends before it starts
-  o.causes.push_back({"", -5, INFINITY, json::array({1, 2})});  // evidence not an object
+  o.causes.push_back({static_cast<ld::model::Cause>(200), -5, INFINITY, json::array({1, 2})});  // damaged
   r.outliers.push_back(r.outliers[1]);
   r.outliers.back().request = "no such request";
   r.typical.total_ms = INFINITY;
@@ -432,16 +447,16 @@ TEST(RenderMarkdown, CodeFenceOutgrowsBackticksInTheCommand) {
 
 // ---------------------------------------------------------------- Perfetto
 
-std::shared_ptr<const ld::analysis::ThreadTracks> sample_tracks() {
-  auto tracks = std::make_shared<ld::analysis::ThreadTracks>();
-  ld::analysis::ThreadTrack t;
+std::shared_ptr<const ld::model::ThreadTracks> sample_tracks() {
+  auto tracks = std::make_shared<ld::model::ThreadTracks>();
+  ld::model::ThreadTrack t;
   t.tid = 43;
   t.tgid = 42;
   t.name = "engine";
-  t.slices.push_back({kBase + 1000 * kMs, kBase + 1100 * kMs, ld::analysis::ThreadState::kRunning, ""});
-  t.slices.push_back({kBase + 1100 * kMs, kBase + 1400 * kMs, ld::analysis::ThreadState::kBlocked,
+  t.slices.push_back({kBase + 1000 * kMs, kBase + 1100 * kMs, ld::model::ThreadState::kRunning, ""});
+  t.slices.push_back({kBase + 1100 * kMs, kBase + 1400 * kMs, ld::model::ThreadState::kBlocked,
                       "fsync /var/log/app.log; woken by an interrupt or timer"});
-  t.slices.push_back({kBase + 1400 * kMs, kBase + 1410 * kMs, ld::analysis::ThreadState::kRunnable,
+  t.slices.push_back({kBase + 1400 * kMs, kBase + 1410 * kMs, ld::model::ThreadState::kRunnable,
                       "woken, waiting to be switched in"});
   tracks->threads.push_back(t);
   return tracks;

@@ -5,14 +5,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "analysis/summary.hpp"
 #include "report/report.hpp"
 
 namespace {
 
-using ld::analysis::Request;
-using ld::analysis::Timeline;
-using ld::report::build_report;
-using ld::report::Report;
+using ld::model::Request;
+using ld::model::Timeline;
+using ld::analysis::build_report;
+using ld::model::Report;
 using nlohmann::json;
 
 constexpr uint64_t kMs = 1'000'000;
@@ -48,7 +49,7 @@ Timeline sample_timeline() {
 }
 
 Report sample_report() {
-  ld::report::Target target{{1234, 1235}, "python3", "/usr/bin/python3.11"};
+  ld::model::Target target{{1234, 1235}, "python3", "/usr/bin/python3.11"};
   Report r = build_report(sample_timeline(), target, 0, 30'000 * kMs, kOffset);
   r.probes.push_back({"sock", "attached", "", 1000, 0});
   r.probes.push_back({"sched", "unavailable", "no tracepoint sched_switch", 0, 0});
@@ -193,19 +194,19 @@ TEST(Report, MillisecondsAreRoundedToThreeDecimals) {
 
 TEST(Report, OutliersAndFindingsFollowTheContract) {
   Report r = sample_report();
-  ld::report::Outlier o;
+  ld::model::Outlier o;
   o.kind = "tpot";
   o.request = "42:c1#2";
   o.token_index = 1;
   o.start_unix_ns = 1;
   o.duration_ms = 400.0;
   o.baseline_ms = 25.0;
-  o.causes.push_back({"disk_io", 350.0, 0.875, {{"syscall", "fsync"}, {"path", "/var/log/app.log"}}});
-  o.causes.push_back({"unknown", 50.0, 0.125, json::object()});
+  o.causes.push_back({ld::model::Cause::kDiskIo, 350.0, 0.875, {{"syscall", "fsync"}, {"path", "/var/log/app.log"}}});
+  o.causes.push_back({ld::model::Cause::kUnknown, 50.0, 0.125, json::object()});
   r.outliers.push_back(o);
-  ld::report::Finding f;
+  ld::model::Finding f;
   f.rule = "fsync";
-  f.cause = "disk_io";
+  f.cause = ld::model::Cause::kDiskIo;
   f.severity = "warn";
   f.title = "fsync on the token path";
   f.evidence = "3 fsync";

@@ -96,7 +96,7 @@ caveat = "more frequent writeback"
   ASSERT_EQ(set.rules.size(), 1u);
   const Rule& r = set.rules.front();
   EXPECT_EQ(r.id, "slow-fsync");
-  EXPECT_EQ(r.cause, "disk_io");
+  EXPECT_EQ(r.cause, ld::model::Cause::kDiskIo);
   EXPECT_EQ(r.severity, "warn");
   EXPECT_EQ(r.scope, Scope::kReport);
   EXPECT_TRUE(r.sysctl_only);
@@ -196,7 +196,7 @@ TEST(RulesEvaluate, FillsTheFindingAndRaisesSeverity) {
   auto findings = evaluate(set, disk_facts(50), Scope::kReport);
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_EQ(findings[0].rule, "slow-fsync");
-  EXPECT_EQ(findings[0].cause, "disk_io");
+  EXPECT_EQ(findings[0].cause, ld::model::Cause::kDiskIo);
   EXPECT_EQ(findings[0].severity, "warn");
   EXPECT_EQ(findings[0].evidence, "fsync took 50 ms");
   EXPECT_EQ(findings[0].verify, "strace -p 4242");
@@ -307,14 +307,14 @@ TEST(RulesFacts, FromJsonFlattensObjects) {
 TEST(RulesApply, ReportGetsFindingsAndLoadProblemsAsWarnings) {
   RuleSet set = load(kDiskRule);
   load_rules_text(set, "[[rule]]\nid = \"x\"\n", "broken.toml");
-  ld::report::Report report;
+  ld::model::Report report;
   report.target.pids = {31337};
   report.duration_ms = 1000;
-  ld::report::Outlier o;
+  ld::model::Outlier o;
   o.kind = "tpot";
   o.request = "r1";
   o.duration_ms = 200;
-  o.causes.push_back({"disk_io", 180, 0.9, {{"syscall", "fdatasync"}}});
+  o.causes.push_back({ld::model::Cause::kDiskIo, 180, 0.9, {{"syscall", "fdatasync"}}});
   report.outliers.push_back(o);
   report.host = {{"facts", {{"sysctl.vm.swappiness", 60}}}};
   apply_rules(report, set, host_facts_of(report));

@@ -11,11 +11,11 @@
 
 #include <gtest/gtest.h>
 
-#include "analysis/stats.hpp"
+#include "model/stats.hpp"
 #include "rules/engine.hpp"
 
 using namespace ld::rules;
-using ld::report::Report;
+using ld::model::Report;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -47,7 +47,7 @@ Report clean_report() {
   r.attributed = true;
   std::vector<double> ttft, gaps;
   for (int i = 0; i < 40; ++i) {
-    ld::report::RequestRow row;
+    ld::model::RequestRow row;
     row.id = "r" + std::to_string(i);
     row.input_bytes = 200 + 60 * static_cast<uint64_t>(i);
     row.ttft_ms = 300 + (i % 5) * 12;
@@ -61,14 +61,14 @@ Report clean_report() {
   r.requests = r.request_rows.size();
   r.tokens = 40 * 120;
   r.gaps = gaps.size();
-  r.ttft_ms = ld::analysis::describe(ttft);
-  r.tpot_ms = ld::analysis::describe(gaps);
+  r.ttft_ms = ld::model::describe(ttft);
+  r.tpot_ms = ld::model::describe(gaps);
   for (const char* probe : {"sock", "sched", "perf", "memory", "disk", "gil", "futex", "tcp", "cgroup", "reclaim", "cpufreq"})
     r.probes.push_back({probe, "attached", "", 1000, 0});
   r.typical.windows = r.gaps;
   r.typical.total_ms = 40.0 * static_cast<double>(r.gaps);
-  r.typical.causes = {{"compute", 38.0 * static_cast<double>(r.gaps), 0.95, json::object()},
-                      {"unknown", 2.0 * static_cast<double>(r.gaps), 0.05, json::object()}};
+  r.typical.causes = {{ld::model::Cause::kCompute, 38.0 * static_cast<double>(r.gaps), 0.95, json::object()},
+                      {ld::model::Cause::kUnknown, 2.0 * static_cast<double>(r.gaps), 0.05, json::object()}};
   r.window_facts = {{"time_wait_max", 14},      {"listen_overflows", 0},    {"retransmits", 0},
                     {"connects", 40},           {"connects_per_request", 1.0}, {"cgroup_throttled_ms", 0},
                     {"cgroup_nr_throttled", 0}, {"cpu_khz_min", 2900000},   {"cpu_khz_max", 3000000},
@@ -76,14 +76,14 @@ Report clean_report() {
   return r;
 }
 
-ld::report::Outlier outlier_from(const json& j, const Report& r) {
-  ld::report::Outlier o;
+ld::model::Outlier outlier_from(const json& j, const Report& r) {
+  ld::model::Outlier o;
   o.kind = j.at("kind");
   o.request = j.at("request");
   o.duration_ms = j.at("duration_ms");
   o.baseline_ms = o.kind == "ttft" ? r.ttft_ms.p50 : r.tpot_ms.p50;
   for (const json& c : j.at("causes"))
-    o.causes.push_back({c.at("cause"), c.at("ms"), c.at("ms").get<double>() / o.duration_ms,
+    o.causes.push_back({ld::model::parse_cause(c.at("cause").get<std::string>()).value(), c.at("ms"), c.at("ms").get<double>() / o.duration_ms,
                         c.value("evidence", json::object())});
   return o;
 }
@@ -115,11 +115,11 @@ FactSet host_with(const json& overrides) {
   return host;
 }
 
-std::vector<ld::report::Finding> findings_for(const Report& report, const FactSet& host) {
+std::vector<ld::model::Finding> findings_for(const Report& report, const FactSet& host) {
   return evaluate(shipped(), facts_for_report(report, host), Scope::kReport);
 }
 
-const ld::report::Finding* find(const std::vector<ld::report::Finding>& findings, const std::string& rule) {
+const ld::model::Finding* find(const std::vector<ld::model::Finding>& findings, const std::string& rule) {
   auto it = std::find_if(findings.begin(), findings.end(), [&](const auto& f) { return f.rule == rule; });
   return it == findings.end() ? nullptr : &*it;
 }

@@ -3,11 +3,11 @@
 
 #include <gtest/gtest.h>
 
-#include "analysis/stats.hpp"
+#include "model/stats.hpp"
 
 namespace {
 
-using namespace ld::analysis;
+using namespace ld::model;
 
 std::vector<double> one_to_ten() { return {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}; }
 

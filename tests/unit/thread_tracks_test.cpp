@@ -10,10 +10,10 @@
 
 namespace {
 
-using ld::analysis::ThreadSlice;
-using ld::analysis::ThreadState;
+using ld::model::ThreadSlice;
+using ld::model::ThreadState;
 using ld::analysis::ThreadTrackBuilder;
-using ld::analysis::ThreadTracks;
+using ld::model::ThreadTracks;
 
 constexpr uint64_t kMs = 1'000'000;
 constexpr uint32_t kTgid = 100;
@@ -82,7 +82,7 @@ void expect_slice(const ThreadSlice& s, uint64_t start_ms, uint64_t end_ms, Thre
                   const std::string& detail) {
   EXPECT_EQ(s.start_ns, start_ms * kMs);
   EXPECT_EQ(s.end_ns, end_ms * kMs);
-  EXPECT_EQ(s.state, state) << ld::analysis::thread_state_name(s.state);
+  EXPECT_EQ(s.state, state) << ld::model::thread_state_name(s.state);
   EXPECT_EQ(s.detail, detail);
 }
 

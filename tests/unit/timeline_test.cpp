@@ -12,9 +12,9 @@
 
 namespace {
 
-using ld::analysis::Request;
+using ld::model::Request;
 using ld::analysis::SocketTimelineBuilder;
-using ld::analysis::Timeline;
+using ld::model::Timeline;
 
 constexpr uint64_t kMs = 1'000'000;
 constexpr uint32_t kPid = 100;

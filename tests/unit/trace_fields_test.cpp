@@ -25,13 +25,13 @@ json good_trailer() {
           {"probes", json::array({{{"name", "sock"}, {"status", "attached"}, {"reason", ""}, {"events", 10}, {"lost", 0}}})}};
 }
 
-std::string mistyped_warning(const ld::report::Report& report) {
+std::string mistyped_warning(const ld::model::Report& report) {
   for (const auto& w : report.warnings)
     if (w.find("wrong type") != std::string::npos) return w;
   return "";
 }
 
-ld::report::Report analyse(const json& header, const json& trailer, bool tracks = false) {
+ld::model::Report analyse(const json& header, const json& trailer, bool tracks = false) {
   ld::analysis::EventAnalyzer analyzer;
   if (tracks) analyzer.keep_thread_tracks();
   return analyzer.finish(header, trailer, "sse", {});
@@ -68,7 +68,7 @@ TEST(TraceFields, EachMistypedFieldCostsOnlyItself) {
   cases.push_back({"probes[].events", good_header(), trailer_with([](json& t) { t["probes"][0]["events"] = "many"; })});
   for (const Case& c : cases) {
     SCOPED_TRACE(c.where);
-    ld::report::Report report;
+    ld::model::Report report;
     ASSERT_NO_THROW(report = analyse(c.header, c.trailer, /*tracks=*/true));
     const std::string warning = mistyped_warning(report);
     EXPECT_NE(warning.find(c.where), std::string::npos) << warning;
@@ -82,7 +82,7 @@ TEST(TraceFields, EachMistypedFieldCostsOnlyItself) {
 
 TEST(TraceFields, AHeaderThatIsNoObjectStillGivesAReport) {
   for (const json& header : {json("text"), json::array(), json(nullptr), json(3)}) {
-    ld::report::Report report;
+    ld::model::Report report;
     ASSERT_NO_THROW(report = analyse(header, good_trailer(), /*tracks=*/true)) << header.dump();
     EXPECT_EQ(report.probes.size(), 1u);
   }

@@ -1,10 +1,10 @@
-#include "analysis/stats.hpp"
+#include "model/stats.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-namespace ld::analysis {
+namespace ld::model {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -122,4 +122,4 @@ Distribution describe(std::vector<double> ranked) {
   return d;
 }
 
-}  // namespace ld::analysis
+}  // namespace ld::model

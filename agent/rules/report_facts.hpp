@@ -27,11 +27,11 @@
 //   target.comm  target.exe  target.python (bool)
 #pragma once
 
-#include "report/report.hpp"
+#include "model/report.hpp"
 #include "rules/facts.hpp"
 
-namespace ld::analysis {
+namespace ld::rules {
 
-rules::FactSet report_facts(const report::Report& report);
+FactSet report_facts(const model::Report& report);
 
-}  // namespace ld::analysis
+}  // namespace ld::rules

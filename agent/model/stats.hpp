@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace ld::analysis {
+namespace ld::model {
 
 double percentile(std::vector<double> values, double p);  // p in [0,100] (clamped); NaN when empty
 double median(std::vector<double> values);
@@ -24,4 +24,4 @@ struct Distribution {
 };
 Distribution describe(std::vector<double> values);  // pass an rvalue to spare the copy
 
-}  // namespace ld::analysis
+}  // namespace ld::model

@@ -1,26 +1,29 @@
-#include "analysis/facts.hpp"
+#include "rules/report_facts.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
-#include "analysis/stats.hpp"
+#include <fmt/format.h>
+
+#include "model/stats.hpp"
 #include "rules/rule.hpp"
 
-namespace ld::analysis {
+namespace ld::rules {
 namespace {
 
-void set_finite(rules::FactSet& facts, const std::string& name, double value) {
+void set_finite(FactSet& facts, const std::string& name, double value) {
   if (std::isfinite(value)) facts.set(name, value);
 }
 
 // A JSON scalar as a fact; objects and arrays are not facts.
-void set_json(rules::FactSet& facts, const std::string& name, const nlohmann::json& value) {
+void set_json(FactSet& facts, const std::string& name, const nlohmann::json& value) {
   if (value.is_boolean()) facts.set(name, value.get<bool>());
   else if (value.is_number()) set_finite(facts, name, value.get<double>());
   else if (value.is_string()) facts.set(name, value.get<std::string>());
 }
 
-void summary_facts(const report::Report& r, rules::FactSet& facts) {
+void summary_facts(const model::Report& r, FactSet& facts) {
   facts.set("summary.requests", r.requests);
   facts.set("summary.tokens", r.tokens);
   facts.set("summary.duration_ms", r.duration_ms);
@@ -34,59 +37,63 @@ void summary_facts(const report::Report& r, rules::FactSet& facts) {
   set_finite(facts, "ttft.p90_minus_p50_ms", r.ttft_ms.p90 - r.ttft_ms.p50);
   if (!r.request_rows.empty()) {
     const auto short_ones = std::count_if(r.request_rows.begin(), r.request_rows.end(),
-                                          [](const report::RequestRow& row) { return row.tokens < 64; });
+                                          [](const model::RequestRow& row) { return row.tokens < 64; });
     facts.set("summary.short_response_share",
               static_cast<double>(short_ones) / static_cast<double>(r.request_rows.size()));
   }
 }
 
-void outlier_facts(const report::Report& r, rules::FactSet& facts) {
+void outlier_facts(const model::Report& r, FactSet& facts) {
   uint64_t ttft = 0;
   double explained = 0;
-  std::map<std::string, double> ms, max_ms;
-  std::map<std::string, uint64_t> top;
-  std::map<std::string, const report::CauseTime*> strongest;  // the outlier where C had most ms
+  using model::Cause;
+  std::array<double, model::kCauseCount> ms{}, max_ms{};
+  std::array<uint64_t, model::kCauseCount> top{};
+  std::array<const model::CauseTime*, model::kCauseCount> strongest{};  // the outlier where C had most ms
   double total_ms = 0;
-  for (const report::Outlier& o : r.outliers) {
+  for (const model::Outlier& o : r.outliers) {
     if (o.kind == "ttft") ++ttft;
     total_ms += o.duration_ms;
     double known = 0;
-    for (const report::CauseTime& c : o.causes) {
-      ms[c.cause] += c.ms;
-      if (c.cause != "unknown") known += c.share;
-      if (c.ms > max_ms[c.cause]) {
-        max_ms[c.cause] = c.ms;
-        strongest[c.cause] = &c;
+    for (const model::CauseTime& c : o.causes) {
+      const auto i = static_cast<size_t>(c.cause);
+      ms[i] += c.ms;
+      if (c.cause != Cause::kUnknown) known += c.share;
+      if (c.ms > max_ms[i]) {
+        max_ms[i] = c.ms;
+        strongest[i] = &c;
       }
     }
-    if (!o.causes.empty()) ++top[o.causes.front().cause];
+    if (!o.causes.empty()) ++top[static_cast<size_t>(o.causes.front().cause)];
     explained += std::min(known, 1.0);
   }
   facts.set("outliers.count", r.outliers.size());
   facts.set("outliers.ttft", ttft);
   facts.set("outliers.tpot", r.outliers.size() - ttft);
   if (!r.outliers.empty()) facts.set("outliers.explained_share", explained / static_cast<double>(r.outliers.size()));
-  for (const std::string& cause : rules::cause_ids()) {
-    const std::string prefix = "cause." + cause + ".";
-    facts.set(prefix + "outliers", top[cause]);
-    facts.set(prefix + "ms", ms[cause]);
-    facts.set(prefix + "max_ms", max_ms[cause]);
-    facts.set(prefix + "share", total_ms > 0 ? ms[cause] / total_ms : 0.0);
-    if (auto it = strongest.find(cause); it != strongest.end() && it->second->evidence.is_object()) {
-      for (const auto& [key, value] : it->second->evidence.items()) set_json(facts, prefix + key, value);
+  for (const model::CauseInfo& cause : model::kCauses) {
+    const auto i = static_cast<size_t>(cause.cause);
+    const std::string prefix = fmt::format("cause.{}.", cause.id);
+    facts.set(prefix + "outliers", top[i]);
+    facts.set(prefix + "ms", ms[i]);
+    facts.set(prefix + "max_ms", max_ms[i]);
+    facts.set(prefix + "share", total_ms > 0 ? ms[i] / total_ms : 0.0);
+    if (strongest[i] && strongest[i]->evidence.is_object()) {
+      for (const auto& [key, value] : strongest[i]->evidence.items()) set_json(facts, prefix + key, value);
     }
   }
 }
 
-void typical_facts(const report::Report& r, rules::FactSet& facts) {
+void typical_facts(const model::Report& r, FactSet& facts) {
   if (r.typical.windows == 0) return;
-  for (const report::CauseTime& c : r.typical.causes) {
-    facts.set("typical." + c.cause + ".share", c.share);
-    facts.set("typical." + c.cause + ".ms_per_token", c.ms / static_cast<double>(r.typical.windows));
+  for (const model::CauseTime& c : r.typical.causes) {
+    const std::string prefix = fmt::format("typical.{}.", model::cause_id(c.cause));
+    facts.set(prefix + "share", c.share);
+    facts.set(prefix + "ms_per_token", c.ms / static_cast<double>(r.typical.windows));
   }
 }
 
-void ttft_facts(const report::Report& r, rules::FactSet& facts) {
+void ttft_facts(const model::Report& r, FactSet& facts) {
   facts.set("ttft_fit.valid", r.ttft_fit.valid);
   if (r.ttft_fit.valid) {
     facts.set("ttft_fit.a", r.ttft_fit.a);
@@ -97,11 +104,11 @@ void ttft_facts(const report::Report& r, rules::FactSet& facts) {
   if (r.request_rows.empty()) return;
   std::vector<double> inputs;
   for (const auto& row : r.request_rows) inputs.push_back(static_cast<double>(row.input_bytes));
-  const double p75 = percentile(inputs, 75);
+  const double p75 = model::percentile(inputs, 75);
   uint64_t long_input = 0, ttft = 0;
   bool first = false;
   const std::string& first_id = r.request_rows.front().id;
-  for (const report::Outlier& o : r.outliers) {
+  for (const model::Outlier& o : r.outliers) {
     if (o.kind != "ttft") continue;
     ++ttft;
     if (o.request == first_id) first = true;
@@ -115,8 +122,8 @@ void ttft_facts(const report::Report& r, rules::FactSet& facts) {
 
 }  // namespace
 
-rules::FactSet report_facts(const report::Report& r) {
-  rules::FactSet facts;
+FactSet report_facts(const model::Report& r) {
+  FactSet facts;
   summary_facts(r, facts);
   outlier_facts(r, facts);
   typical_facts(r, facts);
@@ -130,7 +137,7 @@ rules::FactSet report_facts(const report::Report& r) {
   if (r.window_facts.is_object())
     for (const auto& [key, value] : r.window_facts.items()) set_json(facts, "window." + key, value);
   uint64_t lost = 0;
-  for (const report::ProbeStatus& p : r.probes) {
+  for (const model::ProbeStatus& p : r.probes) {
     facts.set("probes." + p.name + ".attached", p.status == "attached");
     lost += p.lost;
   }
@@ -142,4 +149,4 @@ rules::FactSet report_facts(const report::Report& r) {
   return facts;
 }
 
-}  // namespace ld::analysis
+}  // namespace ld::rules

@@ -1,0 +1,200 @@
+// The report as data (schema latency-doctor/report/v1): what analysis fills, the rules read
+// and extend with findings, and the renderers (report/) print. No behaviour beyond accessors.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/cause.hpp"
+#include "model/stats.hpp"
+#include "model/thread_tracks.hpp"
+
+namespace ld::model {
+
+inline constexpr const char* kReportSchema = "latency-doctor/report/v1";
+
+struct ProbeStatus {
+  std::string name;
+  std::string status;  // attached | unavailable | disabled
+  std::string reason;
+  uint64_t events = 0;
+  uint64_t lost = 0;
+};
+
+// What the agent itself cost while it recorded: the trailer's "agent" object. Unknown (known =
+// false) in traces of older versions and of a killed agent.
+struct AgentCost {
+  bool known = false;
+  double attach_ms = 0;      // loading and attaching every probe, wall time
+  double attach_cpu_ms = 0;  // the agent's CPU meanwhile (the verifier runs in its system time)
+  double recording_ms = 0;   // wall time from attached to stopped
+  double cpu_ms = 0;         // the agent's CPU in that time: user + system, all its threads
+  uint64_t wakeups = 0;      // times it blocked and was woken (voluntary context switches)
+  double stop_cpu_ms = 0;    // stopping: the last drain, kernel stacks symbolised, the trailer
+  double peak_rss_mib = 0;   // largest resident set of the run, attaching included
+
+  double cpu_percent_of_one_cpu() const { return recording_ms > 0 ? 100 * cpu_ms / recording_ms : 0.0; }
+};
+
+struct Target {
+  std::vector<int> pids;
+  std::string comm;
+  std::string exe;
+};
+
+struct RequestRow {
+  std::string id;
+  uint64_t start_unix_ns = 0;
+  uint64_t input_bytes = 0;
+  int64_t input_tokens = -1;
+  double ttft_ms = 0;
+  uint64_t tokens = 0;
+  double tpot_median_ms = 0;  // NaN with < 2 tokens
+  double tpot_stddev_ms = 0;  // NaN with < 2 tokens
+  double tpot_max_ms = 0;     // NaN with < 2 tokens
+  bool complete = false;      // the end of the response was seen
+  // For plots and timelines (not in the JSON report): monotonic times of the request start
+  // and of every token send, and the thread that sent each token (0 = unknown).
+  uint64_t start_mono_ns = 0;
+  std::vector<uint64_t> token_mono_ns;
+  std::vector<uint32_t> token_tid;
+};
+
+// The article's perception thresholds (digest.md): defaults, configurable by the caller.
+struct Thresholds {
+  double ttft_stuck_ms = 800;   // a first token later than this "feels stuck"
+  double gap_broken_ms = 150;   // a gap longer than this reads as a broken sentence
+  double gap_spike_ms = 300;    // a gap longer than this is a spike users complain about
+};
+
+// How many requests/gaps exceed each threshold.
+struct ThresholdCounts {
+  uint64_t ttft_stuck = 0;
+  uint64_t gaps_broken = 0;
+  uint64_t gaps_spike = 0;
+};
+
+// ---- attribution: where the time of a slow token went
+
+// Time of one window charged to one cause. Evidence keys are
+// snake_case; numbers are ms for times, bytes for sizes, plain counts otherwise.
+struct CauseTime {
+  Cause cause = Cause::kUnknown;
+  double ms = 0;
+  double share = 0;  // ms / window duration
+  nlohmann::json evidence = nlohmann::json::object();
+};
+
+struct Outlier {
+  std::string kind;             // "ttft" | "tpot"
+  std::string request;          // RequestRow::id
+  uint64_t token_index = 0;     // index of the token that ended the window (0 = first token)
+  uint64_t start_mono_ns = 0;   // window: request start (ttft) or previous token (tpot)
+  uint64_t end_mono_ns = 0;     // the token's send
+  uint64_t start_unix_ns = 0;
+  double duration_ms = 0;
+  double baseline_ms = 0;       // what this window was expected to take
+  uint32_t tid = 0;             // thread that emitted the token (0 = unknown)
+  std::vector<CauseTime> causes;  // by ms, descending; shares sum to <= 1, rest is "unknown"
+  // Window facts beside the split: input_bytes, input_tokens, first_request (bool),
+  // since_target_start_ms, cpu_khz_min, cpu_khz_max, time_wait, connects, throttled_ms, ...
+  nlohmann::json facts = nlohmann::json::object();
+};
+
+// The same accounting summed over every non-outlier TPOT gap: what a typical token costs.
+struct Profile {
+  uint64_t windows = 0;
+  double total_ms = 0;
+  std::vector<CauseTime> causes;  // ms summed over the windows, share of total_ms
+};
+
+// TTFT = a*sqrt(input) + b, least squares over the requests with a known input length.
+struct TtftFit {
+  bool valid = false;              // >= 3 requests with distinct input lengths
+  std::string input = "bytes";     // "bytes" (socket) or "tokens" (token log)
+  double a = 0, b = 0, r2 = 0;
+  uint64_t n = 0;
+};
+
+// Outliers that recur at a fixed period (a scrape, a cron job).
+struct Periodicity {
+  bool found = false;
+  double period_s = 0;
+  uint64_t outliers = 0;           // outliers on the period's grid
+  std::string coincides;           // what happened at those times, e.g. "pid 812 (prometheus) ran"
+};
+
+struct OutlierConfig {
+  double tpot_mad_k = 5;           // a gap is an outlier above median + k*MAD ...
+  double tpot_floor_ms = 150;      // ... and above this floor (digest: "broken sentence")
+  double ttft_margin = 1.5;        // a first token is a spike above margin * fitted baseline ...
+  double ttft_floor_ms = 100;      // ... and at least this many ms above it
+};
+
+// ---- rules
+struct SysctlRec {
+  std::string key;
+  std::string value;
+  std::string current;   // the host's value now ("" = unknown)
+  std::string caveat;
+};
+
+struct Finding {
+  std::string rule;
+  Cause cause = Cause::kUnknown;
+  std::string severity;  // info | warn | crit
+  std::string title;
+  std::string evidence;  // a sentence quoting the numbers
+  std::string remedy;
+  std::vector<SysctlRec> sysctl;
+  std::string verify;    // a shell command that confirms the diagnosis
+};
+
+struct Report {
+  Target target;
+  uint64_t start_unix_ns = 0;
+  uint64_t duration_ms = 0;
+  int64_t realtime_minus_monotonic_ns = 0;  // converts the model's *_mono_ns to unix time
+  std::string token_source = "sse";  // "sse" or "jsonl:FILE"
+  uint64_t requests = 0;
+  uint64_t tokens = 0;
+  uint64_t gaps = 0;                // TPOT gaps in tpot_ms (tokens - requests)
+  Distribution ttft_ms;
+  Distribution tpot_ms;   // over every gap of every request
+  uint64_t non_streaming_requests = 0;
+  uint64_t partial_requests = 0;
+  uint64_t in_flight_requests = 0;
+  uint64_t connections = 0;
+  uint64_t multi_event_sends = 0;
+  std::map<std::string, uint64_t> send_syscalls;
+  Thresholds thresholds;
+  ThresholdCounts over_thresholds;
+  std::vector<RequestRow> request_rows;
+  std::vector<ProbeStatus> probes;
+  AgentCost agent;
+  // attribution
+  bool attributed = false;          // false: no evidence probes in the trace, causes unknown
+  OutlierConfig outlier_config;
+  std::vector<Outlier> outliers;
+  Profile typical;
+  TtftFit ttft_fit;
+  Periodicity periodicity;
+  // Whole-window facts from the evidence (time_wait_max, listen_overflows, retransmits,
+  // connects, cgroup_throttled_ms, cpu_khz_min, migrations_per_s, ...): analysis/facts.hpp.
+  nlohmann::json window_facts = nlohmann::json::object();
+  std::vector<Finding> findings;    // filled by the rules engine
+  nlohmann::json host = nlohmann::json::object();  // environment: the trace header's host facts
+  // Per-thread state tracks for the Perfetto export; null unless asked for.
+  std::shared_ptr<const ThreadTracks> tracks;
+  std::vector<std::string> warnings;                  // also printed to stderr by the CLI
+};
+
+// A monotonic time as unix ns (0 when it would be negative).
+uint64_t mono_to_unix_ns(uint64_t mono_ns, int64_t realtime_minus_monotonic_ns);
+
+}  // namespace ld::model
