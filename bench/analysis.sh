@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# (f) Analysis of a recorded trace (issue 4): events/s of `report`'s read + analyse path on one
+# (f) Analysis of a recorded trace: events/s of `report`'s read + analyse path on one
 # core, and its peak RSS (docs/performance.md). Two inputs:
 #   - a real trace: `record` of ld-sample-server (a disk_io fault every 1000 tokens) for 20 s
 #     under `bench` load;

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Interleaved comparison of agent configurations under the (a) load of bench/run.sh: one
 # sample server, rounds of one run per condition in rotating order, so that the host's drift
-# falls on every condition alike (docs/performance.md, "What a token pays, piece by piece").
+# falls on every condition alike (docs/performance.md, "Method").
 #
 # Usage: sudo bash bench/compare.sh ROUNDS COND...
 #   COND: none                       no agent
 #         PROBES                     `attach --probes PROBES` (all, sock, sched,perf, ...)
 #         PROBES@ARG,ARG             with more attach flags (perf@--sample-hz,499)
 #         BINARY:PROBES              another agent binary (an older build, to compare)
-#         ...+own                    the agent in a session (so an autogroup) of its own (last)
+#         ...+own                    the agent started by setsid, in an autogroup of its own (last)
 #         ...+stop                   the agent SIGSTOPped once attached: its probes stay on in
 #                                    the kernel, its user space does nothing during the run
 #         dummy[-PROBES]             probes (all, or a comma list) attached to an idle process, not
@@ -80,10 +80,10 @@ run_condition() {  # cond round index
       probes=${probes#dummy}; probes=${probes#-}; probes=${probes:-all}
     fi
     # shellcheck disable=SC2086  # extra holds flags
-    # +own: the agent in a session of its own (setsid; no fork, the script has no job control),
-    # so in an autogroup of its own, as when an operator's shell or a service starts it beside
-    # a server; otherwise it shares the script's session (and autogroup) with the server and
-    # the bench client.
+    # +own: the agent started by setsid (no fork, the script has no job control), so in an
+    # autogroup of its own, as when an operator's shell or a service starts it beside a
+    # server; otherwise it shares the script's autogroup with the server and the bench
+    # client.
     ${own:+setsid} "$agent" attach --pid "$pid" --probes "$probes" ${extra//,/ } --duration 10m --format json \
       -o "$work/agent.json" 2>"$work/agent.err" &
     ap=$!

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # What the agent's hooks cost processes it does not trace, per call, and what other ways of
-# hooking the same syscalls would cost (docs/performance.md, "Per call, and
-# the hooks on a fast host"). Each condition attaches its hooks to an idle `sleep` (every
-# filter fails) and times bench/hook_cost/syscall_loop.c on CPU 1; conditions alternate over
-# ROUNDS rounds and each prints its median over rounds, and the difference to `none`.
+# hooking the same syscalls would cost (docs/performance.md, "Per call" and "Per-syscall
+# tracepoints, not one raw dispatcher"). Each condition attaches its hooks to an idle `sleep`
+# (every filter fails) and times bench/hook_cost/syscall_loop.c on CPU 1; conditions alternate
+# over ROUNDS rounds and each prints its median over rounds, and the difference to `none`.
 #
 # Usage: sudo bash bench/hook_cost/run.sh [ROUNDS] [CALLS]     (defaults 3 and 1000000)
 # Conditions: none; `agent:PROBES` (latency-doctor attach --probes PROBES on the idle
