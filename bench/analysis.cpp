@@ -1,4 +1,4 @@
-// ld-bench-analysis: how fast `latency-doctor report FILE` analyses a recorded trace (issue 4).
+// ld-bench-analysis: how fast `latency-doctor report FILE` analyses a recorded trace .
 //
 // It runs the code path `report` runs (agent/cli/report.cpp): ld::trace::read_trace feeding
 // ld::analysis::EventAnalyzer::on_record, then finish() (socket timeline, outliers, attribution

@@ -6,10 +6,10 @@
 
 #include <fmt/format.h>
 
-#include "model/stats.hpp"
-#include "analysis/thread_tracks.hpp"
-#include "util/search.hpp"
+#include "analysis/syscalls.hpp"
 #include "events.h"
+#include "model/stats.hpp"
+#include "util/search.hpp"
 
 namespace ld::analysis {
 

@@ -11,107 +11,12 @@
 #include "analysis/summary.hpp"
 #include "events.h"
 #include "tokens/token_log.hpp"
+#include "trace/trace_header.hpp"
 
 namespace ld::analysis {
 
 using namespace model;
 namespace {
-
-// The header's and trailer's fields, each read with the JSON type it should have. A field of
-// another type (a hand-edited or damaged trace) counts as absent and is named in one warning:
-// it costs that field, never the report (nlohmann's value() throws on a mistyped field).
-// obj[key], or null when obj is no object or has no such key (never throws).
-const nlohmann::json& member(const nlohmann::json& obj, const char* key) {
-  static const nlohmann::json absent;
-  if (!obj.is_object()) return absent;
-  const auto it = obj.find(key);
-  return it == obj.end() ? absent : *it;
-}
-
-class TraceFields {
- public:
-
-  // `where` names the field in the warning ("header clock.start_mono_ns").
-  uint64_t u64(const nlohmann::json& obj, const char* key, uint64_t fallback, const char* where) {
-    const nlohmann::json& v = member(obj, key);
-    // A trailer made in memory (attach) may hold a count as a signed integer; a parsed one as
-    // unsigned.
-    const bool whole = v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
-    return whole ? v.get<uint64_t>() : mistyped(v, where, fallback);
-  }
-  int64_t i64(const nlohmann::json& obj, const char* key, int64_t fallback, const char* where) {
-    const nlohmann::json& v = member(obj, key);
-    return v.is_number_integer() ? v.get<int64_t>() : mistyped(v, where, fallback);
-  }
-  std::string str(const nlohmann::json& obj, const char* key, const std::string& fallback, const char* where) {
-    const nlohmann::json& v = member(obj, key);
-    return v.is_string() ? v.get<std::string>() : mistyped(v, where, fallback);
-  }
-  nlohmann::json object(const nlohmann::json& obj, const char* key, const char* where) {
-    const nlohmann::json& v = member(obj, key);
-    return v.is_object() ? v : mistyped(v, where, nlohmann::json::object());
-  }
-
-  void warn(std::vector<std::string>& warnings) const {
-    if (!mistyped_.empty())
-      warnings.push_back(fmt::format("trace field(s) of the wrong type ignored: {}", fmt::join(mistyped_, ", ")));
-  }
-
- private:
-  template <typename T>
-  T mistyped(const nlohmann::json& v, const char* where, T fallback) {
-    if (!v.is_null() && std::find(mistyped_.begin(), mistyped_.end(), where) == mistyped_.end())
-      mistyped_.emplace_back(where);
-    return fallback;
-  }
-  std::vector<std::string> mistyped_;
-};
-
-model::Target target_from_header(const nlohmann::json& header, TraceFields& fields) {
-  model::Target target;
-  const nlohmann::json t = fields.object(header, "target", "header target");
-  if (t.contains("pids") && t["pids"].is_array())
-    for (const auto& pid : t["pids"])
-      if (pid.is_number_integer()) target.pids.push_back(pid.get<int>());
-  target.comm = fields.str(t, "comm", "", "header target.comm");
-  target.exe = fields.str(t, "exe", "", "header target.exe");
-  return target;
-}
-
-std::vector<model::ProbeStatus> probes_from(const nlohmann::json& list, TraceFields& fields) {
-  std::vector<model::ProbeStatus> probes;
-  if (!list.is_array()) return probes;
-  for (const auto& p : list) {
-    if (!p.is_object()) continue;
-    probes.push_back({fields.str(p, "name", "?", "probes[].name"), fields.str(p, "status", "?", "probes[].status"),
-                      fields.str(p, "reason", "", "probes[].reason"), fields.u64(p, "events", 0, "probes[].events"),
-                      fields.u64(p, "lost", 0, "probes[].lost")});
-  }
-  return probes;
-}
-
-// The trailer's "agent" (probes/recorder.cpp). A missing or mistyped field leaves the cost
-// unknown; it never fails the report.
-model::AgentCost agent_cost_from(const nlohmann::json& trailer) {
-  const nlohmann::json& agent = member(trailer, "agent");
-  if (!agent.is_object()) return {};
-  auto number = [&](const char* key, double& out) {
-    const nlohmann::json& f = member(agent, key);
-    if (!f.is_number()) return false;
-    out = f.get<double>();
-    return std::isfinite(out) && out >= 0 && out < 1e15;
-  };
-  model::AgentCost cost;
-  double wakeups = 0;
-  if (!number("attach_ms", cost.attach_ms) || !number("attach_cpu_ms", cost.attach_cpu_ms) ||
-      !number("recording_ms", cost.recording_ms) || !number("cpu_ms", cost.cpu_ms) ||
-      !number("wakeups", wakeups) || !number("stop_cpu_ms", cost.stop_cpu_ms) ||
-      !number("peak_rss_mib", cost.peak_rss_mib))
-    return {};
-  cost.wakeups = static_cast<uint64_t>(wakeups);
-  cost.known = true;
-  return cost;
-}
 
 // Token-log requests outside the trace window belong to another run: leave them out.
 void keep_requests_in_window(Timeline& timeline, uint64_t start, uint64_t end,
@@ -155,16 +60,17 @@ void EventAnalyzer::on_record(const ld_hdr& rec, size_t size) {
 }
 
 model::Report EventAnalyzer::finish(const nlohmann::json& header, const nlohmann::json& trailer,
-                                     const std::string& token_source,
-                                     std::vector<std::string> warnings) {
-  TraceFields fields;
-  const nlohmann::json clock = fields.object(header, "clock", "header clock");
-  const int64_t offset = fields.i64(clock, "realtime_minus_monotonic_ns", 0, "header clock.realtime_minus_monotonic_ns");
-  const uint64_t start = fields.u64(clock, "start_mono_ns", first_ts_, "header clock.start_mono_ns");
-  uint64_t end = last_ts_;
-  if (trailer.is_object() && trailer.contains("end_mono_ns"))
-    end = fields.u64(trailer, "end_mono_ns", last_ts_, "trailer end_mono_ns");
-  else
+                                    const std::string& token_source, std::vector<std::string> warnings) {
+  return finish(trace::read_meta(header, trailer), token_source, std::move(warnings));
+}
+
+model::Report EventAnalyzer::finish(const trace::TraceMeta& meta, const std::string& token_source,
+                                    std::vector<std::string> warnings) {
+  const trace::TraceHeader& header = meta.header;
+  const int64_t offset = header.realtime_minus_monotonic_ns;
+  const uint64_t start = header.start_mono_ns.value_or(first_ts_);
+  const uint64_t end = meta.trailer.end_mono_ns.value_or(last_ts_);
+  if (!meta.trailer.present)
     warnings.push_back("the trace has no trailer (was the agent killed?): the window ends at the "
                        "last event and probe counters are unknown");
   if (malformed_) warnings.push_back(fmt::format("{} malformed event record(s) skipped", malformed_));
@@ -192,29 +98,26 @@ model::Report EventAnalyzer::finish(const nlohmann::json& header, const nlohmann
     }
   }
 
-  auto report = analysis::build_report(timeline, target_from_header(header, fields), start, std::max(start, end),
-                                     offset);
+  auto report = build_report(timeline, header.target, start, std::max(start, end), offset);
   report.token_source = used_source;
-  const nlohmann::json& trailer_probes = member(trailer, "probes");
-  report.probes = probes_from(trailer_probes.is_array() ? trailer_probes : member(header, "probes"), fields);
-  report.agent = agent_cost_from(trailer);
-  report.host = fields.object(header, "host", "header host");
+  report.probes = meta.trailer.probes.empty() ? header.probes : meta.trailer.probes;
+  report.agent = meta.trailer.agent;
+  report.host = header.host;
   evidence_.finish();
   std::set<uint32_t> tgids;
   for (int pid : report.target.pids) tgids.insert(static_cast<uint32_t>(pid));
-  const uint64_t target_start =
-      fields.u64(member(header, "target"), "start_mono_ns", 0, "header target.start_mono_ns");
-  attribute(report, timeline, from_log ? &server_timeline : nullptr, evidence_, tgids, target_start);
+  attribute(report, timeline, from_log ? &server_timeline : nullptr, evidence_, tgids,
+            header.target_start_mono_ns);
   if (!report.attributed && !report.outliers.empty())
     warnings.push_back("no evidence probe ran (only sock?): outliers are found but their causes are unknown; "
                        "record with --probes all");
   if (tracks_) {
     // Syscall numbers are read with the traced host's table.
-    auto tracks = tracks_->finish(fields.str(report.host, "machine", "x86_64", "header host.machine"));
+    auto tracks = tracks_->finish(header.machine);
     for (auto& w : tracks.warnings) warnings.push_back(std::move(w));
     report.tracks = std::make_shared<const ThreadTracks>(std::move(tracks));
   }
-  fields.warn(warnings);
+  if (auto mistyped = meta.mistyped_warning(); !mistyped.empty()) warnings.push_back(std::move(mistyped));
   for (auto& w : warnings) report.warnings.push_back(std::move(w));
   return report;
 }

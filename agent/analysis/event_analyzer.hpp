@@ -14,6 +14,7 @@
 #include "analysis/thread_tracks.hpp"
 #include "analysis/timeline.hpp"
 #include "model/report.hpp"
+#include "trace/trace_header.hpp"
 
 struct ld_hdr;
 
@@ -34,8 +35,11 @@ class EventAnalyzer {
 
   // token_source: "sse" (socket timeline) or "jsonl:PATH" (read now, aligned with the
   // trace header's clock offset). Consumes the analyzer.
+  model::Report finish(const trace::TraceMeta& meta, const std::string& token_source,
+                       std::vector<std::string> warnings);
+  // The same from the header and trailer objects of a trace file (trace::read_meta).
   model::Report finish(const nlohmann::json& header, const nlohmann::json& trailer,
-                        const std::string& token_source, std::vector<std::string> warnings);
+                       const std::string& token_source, std::vector<std::string> warnings);
 
  private:
   SocketTimelineBuilder sockets_;

@@ -33,26 +33,6 @@ bool contains(const std::string& frame, const char* needle) { return frame.find(
 
 }  // namespace
 
-Cause cause_of_blocking_syscall(uint32_t nr) {
-  switch (nr) {
-    case 74: case 75: case 162: case 277: case 306: case 26: case 17: case 18: case 285:
-    case 208: case 73:
-      return Cause::kDiskIo;
-    case 202: case 449: case 455:
-      return Cause::kLockContention;
-    case 35: case 230: case 7: case 23: case 232: case 270: case 271: case 281: case 441:
-    case 61:
-    case 16:  // ioctl: a wait for a device (a GPU driver's synchronise); the rules name it
-      return Cause::kAppWait;
-    case 9: case 11: case 12: case 25: case 28:
-      return Cause::kKvAlloc;
-    case 44: case 45: case 46: case 47: case 299: case 307: case 43: case 288: case 40:
-      return Cause::kNetwork;
-    default:
-      return Cause::kUnknown;  // read/write/ioctl: depends on the file
-  }
-}
-
 Cause classify_kernel_stack(const std::vector<std::string>& frames) {
   // Reclaim and swap first: they run inside page faults and allocations.
   for (const std::string& f : frames) {

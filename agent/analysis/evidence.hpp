@@ -21,12 +21,6 @@ namespace ld::analysis {
 
 using model::Cause;
 
-// The cause a thread blocked in syscall `nr` is waiting for, before looking at who woke it:
-// fsync -> disk_io, futex -> lock_contention, nanosleep/epoll/poll -> app_wait, mmap -> kv_alloc,
-// socket IO -> network; kUnknown when the syscall says nothing.
-// x86_64 numbers (ld_offcpu.syscall_nr); names come from thread_tracks.hpp's syscall_name().
-Cause cause_of_blocking_syscall(uint32_t nr);
-
 // Kernel stacks (symbolised, innermost first) classified by the code they were in.
 Cause classify_kernel_stack(const std::vector<std::string>& frames);
 

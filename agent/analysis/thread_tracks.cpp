@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "analysis/record_view.hpp"
+#include "analysis/syscalls.hpp"
 #include "events.h"
 
 namespace ld::analysis {
@@ -18,31 +19,6 @@ constexpr uint32_t kNoSyscall = ~0u;
 constexpr size_t kMaxThreads = 10'000;  // a fork-happy target must not grow this without bound
 
 // The syscalls a server thread blocks or spends time in (arch/x86/entry/syscalls/syscall_64.tbl).
-const std::map<uint32_t, const char*>& x86_64_syscalls() {
-  static const std::map<uint32_t, const char*> names{
-      {0, "read"},           {1, "write"},           {2, "open"},
-      {3, "close"},          {7, "poll"},            {9, "mmap"},
-      {10, "mprotect"},      {11, "munmap"},         {12, "brk"},
-      {16, "ioctl"},         {17, "pread64"},        {18, "pwrite64"},
-      {19, "readv"},         {20, "writev"},         {23, "select"},
-      {24, "sched_yield"},   {25, "mremap"},         {26, "msync"},
-      {28, "madvise"},       {34, "pause"},          {35, "nanosleep"},
-      {40, "sendfile"},      {42, "connect"},        {43, "accept"},
-      {44, "sendto"},        {45, "recvfrom"},       {46, "sendmsg"},
-      {47, "recvmsg"},       {61, "wait4"},          {72, "fcntl"},
-      {74, "fsync"},         {75, "fdatasync"},      {76, "truncate"},
-      {77, "ftruncate"},     {82, "rename"},         {87, "unlink"},
-      {162, "sync"},         {202, "futex"},         {208, "io_getevents"},
-      {230, "clock_nanosleep"}, {232, "epoll_wait"}, {257, "openat"},
-      {270, "pselect6"},     {271, "ppoll"},         {277, "sync_file_range"},
-      {281, "epoll_pwait"},  {288, "accept4"},       {295, "preadv"},
-      {296, "pwritev"},      {299, "recvmmsg"},      {306, "syncfs"},
-      {307, "sendmmsg"},     {426, "io_uring_enter"}, {441, "epoll_pwait2"},
-      {449, "futex_waitv"},
-  };
-  return names;
-}
-
 std::string mib_text(uint64_t bytes) {
   if (bytes >= (1u << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
   return fmt::format("{} KiB", (bytes + 1023) / 1024);
@@ -83,14 +59,6 @@ std::string syscall_path(const ld_syscall& ev, size_t size) {
 
 }  // namespace
 
-
-std::string syscall_name(uint32_t nr, const std::string& machine) {
-  if (machine == "x86_64") {
-    const auto& names = x86_64_syscalls();
-    if (auto it = names.find(nr); it != names.end()) return it->second;
-  }
-  return fmt::format("syscall {}", nr);
-}
 
 ThreadTrackBuilder::ThreadTrackBuilder(size_t max_intervals_per_thread, size_t max_waits_per_thread)
     : max_intervals_(max_intervals_per_thread), max_waits_(max_waits_per_thread) {}

@@ -21,10 +21,6 @@ struct ld_gil_wait;
 
 namespace ld::analysis {
 
-// x86_64 syscall number -> name for the syscalls a server blocks in; "syscall N" otherwise
-// (and for every number on other machines, whose tables differ).
-std::string syscall_name(uint32_t nr, const std::string& machine = "x86_64");
-
 // Feed every record of a trace (any order within a thread's interval), then finish() once.
 class ThreadTrackBuilder {
  public:

@@ -62,7 +62,7 @@ int run_attach(const AttachOptions& o) {
               fmt::print(stderr, "{}{}\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", line);  // over the progress line
         },
         status);
-    auto report = analyzer.finish(recorded.header, recorded.trailer, options.token_source,
+    auto report = analyzer.finish(trace::TraceMeta{recorded.header, recorded.trailer, {}}, options.token_source,
                                   std::move(recorded.warnings));
     rules::apply_rules(report, rule_set, rules::host_facts_of(report));
     out->write(render(report, o.format));

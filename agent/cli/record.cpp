@@ -29,7 +29,7 @@ int run_record(const RecordCmdOptions& o) {
     auto recorded = probes::record(options, [&](const ld_hdr&, size_t) { records++; }, status);
     print_warnings(recorded.warnings);
     uint64_t lost = 0;
-    for (const auto& p : recorded.trailer["probes"]) lost += p.value("lost", uint64_t{0});
+    for (const auto& p : recorded.trailer.probes) lost += p.lost;
     fmt::print(stderr, "wrote {}: {} events, {} lost, stopped by {}\n  next: latency-doctor report {}\n",
                o.output, records, lost, recorded.stop_reason, o.output);
     return kExitOk;

@@ -41,10 +41,9 @@ int run_report(const ReportOptions& o) {
     auto read = trace::read_trace(o.trace_path, [&](const ld_hdr& rec) {
       analyzer.on_record(rec, rec.size);
     });
-    if (token_source == "sse" && o.tokens.empty())
-      if (auto it = read.header.find("token_source"); it != read.header.end() && it->is_string())
-        token_source = *it;  // else (absent or mistyped): socket sends
-    auto report = analyzer.finish(read.header, read.trailer, token_source, read.warnings);
+    const trace::TraceMeta meta = trace::read_meta(read.header, read.trailer);
+    if (o.tokens.empty()) token_source = meta.header.token_source;  // as recorded
+    auto report = analyzer.finish(meta, token_source, read.warnings);
     rules::apply_rules(report, rule_set, rules::host_facts_of(report));
     out->write(render(report, o.format));
     print_warnings(report.warnings);

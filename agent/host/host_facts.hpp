@@ -23,7 +23,7 @@ struct ProcessInfo {
 // nullopt when the process does not exist (or is a zombie).
 std::optional<ProcessInfo> read_process(int pid);
 // Whether the process exists and is not a zombie, from /proc/PID/stat alone (read_process
-// also reads comm, the exe link and the start time: too much for a check made every second).
+// also reads comm, the exe link and the start time: too much for a check made every read interval).
 bool process_alive(int pid, const util::FileReader& read);
 // Every live descendant process of `pid` (children, grandchildren, ...).
 std::vector<int> descendants(int pid);

@@ -65,7 +65,8 @@ struct RequestRow {
   std::vector<uint32_t> token_tid;
 };
 
-// The article's perception thresholds (digest.md): defaults, configurable by the caller.
+// Perception thresholds of a practitioners' write-up on TTFT/TPOT tuning (a first token after 800 ms
+// feels stuck; a gap over 150 ms reads as a broken sentence): defaults, configurable.
 struct Thresholds {
   double ttft_stuck_ms = 800;   // a first token later than this "feels stuck"
   double gap_broken_ms = 150;   // a gap longer than this reads as a broken sentence
@@ -131,7 +132,7 @@ struct Periodicity {
 
 struct OutlierConfig {
   double tpot_mad_k = 5;           // a gap is an outlier above median + k*MAD ...
-  double tpot_floor_ms = 150;      // ... and above this floor (digest: "broken sentence")
+  double tpot_floor_ms = 150;      // ... and above this floor (a gap users read as a broken sentence)
   double ttft_margin = 1.5;        // a first token is a spike above margin * fitted baseline ...
   double ttft_floor_ms = 100;      // ... and at least this many ms above it
 };

@@ -22,6 +22,7 @@
 #include "probes/privileges.hpp"
 #include "probes/probe_session.hpp"
 #include "trace/trace_file.hpp"
+#include "trace/trace_header.hpp"
 #include "util/pacing.hpp"
 
 namespace ld::probes {
@@ -59,37 +60,29 @@ void validate_pids(const std::vector<int>& pids) {
   }
 }
 
-nlohmann::json make_header(const RecordOptions& options, const std::vector<uint32_t>& tgids,
-                           uint64_t start_mono, int64_t offset) {
+trace::TraceHeader make_header(const RecordOptions& options, const std::vector<uint32_t>& tgids,
+                              uint64_t start_mono, int64_t offset) {
   auto first = host::read_process(options.pids.front());
+  trace::TraceHeader header;
+  header.agent_version = LD_VERSION;
+  header.created_unix_ns = host::realtime_now_ns();
+  header.realtime_minus_monotonic_ns = offset;
+  header.start_mono_ns = start_mono;
+  for (uint32_t t : tgids) header.target.pids.push_back(static_cast<int>(t));
+  header.target.comm = first ? first->comm : "";
+  header.target.exe = first ? first->exe : "";
+  header.target_start_mono_ns = first ? first->start_mono_ns : 0;
+  header.children = options.children;
   // The host as it was when recorded (sysctls, governor, cgroup limits): findings quote these
   // current values, and `report` on another machine must not read its own.
-  nlohmann::json host = host::host_facts_json();
-  if (options.host_facts) host["facts"] = options.host_facts(options.pids.front());
-  nlohmann::json pids = nlohmann::json::array();
-  for (uint32_t t : tgids) pids.push_back(t);
-  return {
-      {"agent", {{"name", "latency-doctor"}, {"version", LD_VERSION}}},
-      {"created_unix_ns", host::realtime_now_ns()},
-      {"clock", {{"realtime_minus_monotonic_ns", offset}, {"start_mono_ns", start_mono}}},
-      {"target",
-       {{"pids", pids},
-        {"comm", first ? first->comm : ""},
-        {"exe", first ? first->exe : ""},
-        {"start_mono_ns", first ? first->start_mono_ns : 0},
-        {"children", options.children}}},
-      {"host", host},
-      {"token_source", options.token_source},
-      {"duration_requested_ms", options.duration_ms},
-  };
-}
-
-nlohmann::json probes_json(const std::vector<model::ProbeStatus>& probes) {
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& p : probes)
-    list.push_back({{"name", p.name}, {"status", p.status}, {"reason", p.reason},
-                    {"events", p.events}, {"lost", p.lost}});
-  return list;
+  header.host = host::host_facts_json();
+  if (options.host_facts) header.host["facts"] = options.host_facts(options.pids.front());
+  if (auto machine = header.host.find("machine"); machine != header.host.end() && machine->is_string())
+    header.machine = *machine;
+  header.token_source = options.token_source;
+  header.duration_requested_ms = options.duration_ms;
+  header.probes_requested = options.probes.empty() ? std::vector<std::string>{"default"} : options.probes;
+  return header;
 }
 
 class Progress {
@@ -155,18 +148,21 @@ OwnUsage own_usage() {
 
 // The trailer's "agent": what recording cost, shown in every report (model::AgentCost). The
 // recording runs from attached to stopped; stopping (the last drain, the probes' finish:
-// kernel stacks symbolised from /proc/kallsyms) is counted apart.
-nlohmann::json agent_cost_json(double attach_ms, const OwnUsage& before_attach, const OwnUsage& attached,
-                               uint64_t attached_ns, const OwnUsage& stopped, uint64_t stopped_ns,
-                               const OwnUsage& finished) {
+// kernel stacks symbolised from /proc/kallsyms) is counted apart. Rounded to the microsecond.
+model::AgentCost agent_cost(double attach_ms, const OwnUsage& before_attach, const OwnUsage& attached,
+                            uint64_t attached_ns, const OwnUsage& stopped, uint64_t stopped_ns,
+                            const OwnUsage& finished) {
   auto round3 = [](double v) { return std::round(v * 1000) / 1000; };
-  return {{"attach_ms", round3(attach_ms)},
-          {"attach_cpu_ms", round3(attached.cpu_ms - before_attach.cpu_ms)},
-          {"recording_ms", round3(static_cast<double>(stopped_ns - attached_ns) / 1e6)},
-          {"cpu_ms", round3(stopped.cpu_ms - attached.cpu_ms)},
-          {"wakeups", stopped.voluntary_switches - attached.voluntary_switches},
-          {"stop_cpu_ms", round3(finished.cpu_ms - stopped.cpu_ms)},
-          {"peak_rss_mib", round3(finished.max_rss_mib)}};
+  model::AgentCost cost;
+  cost.known = true;
+  cost.attach_ms = round3(attach_ms);
+  cost.attach_cpu_ms = round3(attached.cpu_ms - before_attach.cpu_ms);
+  cost.recording_ms = round3(static_cast<double>(stopped_ns - attached_ns) / 1e6);
+  cost.cpu_ms = round3(stopped.cpu_ms - attached.cpu_ms);
+  cost.wakeups = stopped.voluntary_switches - attached.voluntary_switches;
+  cost.stop_cpu_ms = round3(finished.cpu_ms - stopped.cpu_ms);
+  cost.peak_rss_mib = round3(finished.max_rss_mib);
+  return cost;
 }
 
 }  // namespace
@@ -224,10 +220,8 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   // record the live analysis sees: `report FILE` then gives the report `attach` gave.
   const uint64_t start = host::monotonic_now_ns();
   result.header = make_header(options, tgids, start, offset);
-  result.header["probes_requested"] = options.probes.empty() ? nlohmann::json::array({"default"})
-                                                             : nlohmann::json(options.probes);
   if (!options.trace_path.empty())
-    writer = std::make_unique<trace::TraceWriter>(options.trace_path, result.header);
+    writer = std::make_unique<trace::TraceWriter>(options.trace_path, trace::to_json(result.header));
   std::shared_ptr<ProbeSession> session_owner;
   const OwnUsage usage_before_attach = own_usage();
   const uint64_t attach_begin = host::monotonic_now_ns();
@@ -316,12 +310,15 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   // Nothing more reaches the sinks after this point (they may go out of scope first).
   session.stop_delivery();
   const uint64_t end = host::monotonic_now_ns();
-  result.trailer = {{"end_mono_ns", end}, {"stop_reason", result.stop_reason}, {"attach_ms", attach_ms},
-                    {"probes", probes_json(session.status())},
-                    {"agent", agent_cost_json(attach_ms, usage_before_attach, usage_attached, attached_ns,
-                                              usage_stopped, stopped_ns, own_usage())}};
+  result.trailer.present = true;
+  result.trailer.end_mono_ns = end;
+  result.trailer.stop_reason = result.stop_reason;
+  result.trailer.attach_ms = attach_ms;
+  result.trailer.probes = session.status();
+  result.trailer.agent = agent_cost(attach_ms, usage_before_attach, usage_attached, attached_ns, usage_stopped,
+                                    stopped_ns, own_usage());
   if (writer && write_error.empty()) {
-    try { writer->finish(result.trailer); } catch (const std::exception& e) { write_error = e.what(); }
+    try { writer->finish(trace::to_json(result.trailer)); } catch (const std::exception& e) { write_error = e.what(); }
   }
   if (!write_error.empty())
     result.warnings.push_back(fmt::format("the trace file is incomplete: {}", write_error));

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "probes/probe.hpp"
+#include "trace/trace_header.hpp"
 
 struct ld_hdr;
 
@@ -47,8 +48,8 @@ struct RecordResult {
   // Still attached but drained and counted. Detaching tracepoints waits for RCU grace periods
   // (~1 s for the sock probe), so the caller writes its report first and then lets this go.
   std::shared_ptr<ProbeSession> session;
-  nlohmann::json header;
-  nlohmann::json trailer;
+  trace::TraceHeader header;
+  trace::TraceTrailer trailer;
   std::string stop_reason;  // duration | signal | target-exit
   std::vector<std::string> warnings;
 };

@@ -28,7 +28,7 @@ double seconds_after_start(const Report& r, uint64_t mono_ns);
 // The window start as a monotonic time (from start_unix_ns and the clock offset).
 uint64_t window_start_mono_ns(const Report& r);
 
-// ---- distributions reported as P25/P50/P75 (digest: "Reporting results credibly")
+// ---- distributions reported as P25/P50/P75 (quartiles, not only a mean)
 struct Quartiles {
   uint64_t n = 0;
   double p25 = 0, p50 = 0, p75 = 0;  // NaN when n == 0
@@ -134,7 +134,7 @@ struct TimelineSample {
 };
 TimelineSample sample_timeline(const Report& r, size_t token_budget, size_t max_lanes);
 
-// ---- environment (digest: state the environment)
+// ---- environment: what a result depends on, stated beside it
 struct EnvRow {
   std::string label;
   std::string value;

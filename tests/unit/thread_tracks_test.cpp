@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "analysis/event_analyzer.hpp"
+#include "analysis/syscalls.hpp"
 #include "analysis/thread_tracks.hpp"
 #include "events.h"
 

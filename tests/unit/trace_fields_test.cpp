@@ -9,6 +9,7 @@
 
 #include "analysis/event_analyzer.hpp"
 #include "report/report.hpp"
+#include "trace/trace_header.hpp"
 
 namespace {
 
@@ -89,3 +90,73 @@ TEST(TraceFields, AHeaderThatIsNoObjectStillGivesAReport) {
 }
 
 }  // namespace
+
+// The typed header and trailer: what the recorder writes reads back as the same values, and
+// a trace of an early version (probes in the header, no agent cost) still reads.
+TEST(TraceMeta, HeaderAndTrailerRoundTripThroughJson) {
+  ld::trace::TraceHeader h;
+  h.agent_version = "9.9.9";
+  h.created_unix_ns = 1'700'000'000'000'000'000ULL;
+  h.realtime_minus_monotonic_ns = -42;
+  h.start_mono_ns = 123;
+  h.target.pids = {7, 8};
+  h.target.comm = "vllm";
+  h.target.exe = "/usr/bin/python3";
+  h.target_start_mono_ns = 100;
+  h.children = true;
+  h.host = {{"machine", "aarch64"}, {"facts", {{"sysctl.vm.swappiness", 60}}}};
+  h.token_source = "jsonl:client.jsonl";
+  h.duration_requested_ms = 30'000;
+  h.probes_requested = {"sock", "sched"};
+  ld::trace::TraceTrailer t;
+  t.present = true;
+  t.end_mono_ns = 456;
+  t.stop_reason = "signal";
+  t.attach_ms = 12.5;
+  t.probes = {{"sock", "attached", "why", 10, 2}};
+  t.agent = {true, 1.5, 2.5, 3000, 4.25, 5, 6.5, 40.125};
+
+  const auto meta = ld::trace::read_meta(ld::trace::to_json(h), ld::trace::to_json(t));
+  EXPECT_TRUE(meta.mistyped.empty()) << meta.mistyped_warning();
+  const auto& rh = meta.header;
+  EXPECT_EQ(rh.agent_version, "9.9.9");
+  EXPECT_EQ(rh.created_unix_ns, h.created_unix_ns);
+  EXPECT_EQ(rh.realtime_minus_monotonic_ns, -42);
+  EXPECT_EQ(rh.start_mono_ns, 123u);
+  EXPECT_EQ(rh.target.pids, (std::vector<int>{7, 8}));
+  EXPECT_EQ(rh.target.comm, "vllm");
+  EXPECT_EQ(rh.target.exe, "/usr/bin/python3");
+  EXPECT_EQ(rh.target_start_mono_ns, 100u);
+  EXPECT_TRUE(rh.children);
+  EXPECT_EQ(rh.machine, "aarch64");
+  EXPECT_EQ(rh.host, h.host);
+  EXPECT_EQ(rh.token_source, "jsonl:client.jsonl");
+  EXPECT_EQ(rh.duration_requested_ms, 30'000u);
+  EXPECT_EQ(rh.probes_requested, h.probes_requested);
+  const auto& rt = meta.trailer;
+  EXPECT_TRUE(rt.present);
+  EXPECT_EQ(rt.end_mono_ns, 456u);
+  EXPECT_EQ(rt.stop_reason, "signal");
+  EXPECT_DOUBLE_EQ(rt.attach_ms, 12.5);
+  ASSERT_EQ(rt.probes.size(), 1u);
+  EXPECT_EQ(rt.probes[0].lost, 2u);
+  EXPECT_TRUE(rt.agent.known);
+  EXPECT_EQ(rt.agent.wakeups, 5u);
+  EXPECT_DOUBLE_EQ(rt.agent.peak_rss_mib, 40.125);
+}
+
+TEST(TraceMeta, AnEarlyTraceWithProbesInTheHeaderAndNoTrailerStillReads) {
+  json header = good_header();
+  header["probes"] = good_trailer()["probes"];
+  const auto meta = ld::trace::read_meta(header, nullptr);
+  EXPECT_FALSE(meta.trailer.present);
+  EXPECT_FALSE(meta.trailer.end_mono_ns.has_value());
+  EXPECT_FALSE(meta.trailer.agent.known);
+  ASSERT_EQ(meta.header.probes.size(), 1u);
+  EXPECT_EQ(meta.header.probes[0].events, 10u);
+  EXPECT_EQ(meta.header.token_source, "sse");  // absent: socket sends
+  EXPECT_TRUE(meta.mistyped.empty());
+  const auto report = analyse(header, nullptr);
+  ASSERT_EQ(report.probes.size(), 1u);
+  EXPECT_EQ(report.probes[0].name, "sock");
+}
