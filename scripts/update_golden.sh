@@ -4,7 +4,7 @@
 # digest, too large to diff usefully; the text, json and markdown files show what changed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exe=build/latency-doctor
+exe=${LD:-build/latency-doctor}  # LD=path: another build directory's binary
 out=tests/fixtures/golden/expected
 traces=(tests/fixtures/golden/*.ldtrace tests/fixtures/formats/sample.ldtrace)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
