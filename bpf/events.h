@@ -6,9 +6,11 @@
  * record in bytes, so a reader can skip types it does not know (a newer
  * agent's trace read by an older one).
  *
- * These records are also the on-disk format inside .ldtrace chunks: once a
- * release has written traces, any change to an existing layout needs
- * ld::trace::kFormatVersion (agent/trace/trace_file.hpp) bumped.
+ * These records are also the on-disk format inside .ldtrace chunks: any
+ * change to an existing layout needs LD_RECORD_LAYOUT_VERSION (below) bumped
+ * (the file's container has its own, ld::trace::kFormatVersion in
+ * agent/trace/trace_file.hpp); the layout checks at the end of this file fail
+ * the build on a change that is not meant.
  *
  * Privacy: no record carries socket payload bytes.  The kernel reads a short
  * prefix of each send/recv to *classify* it (enum ld_payload_class) and only
@@ -16,18 +18,27 @@
  */
 #pragma once
 
+/* The version of the record layouts below, written into each trace's header.
+ * Bump it with ANY change of a record's size, a field's offset, type or
+ * meaning, or an enum value that a record carries; then regenerate the golden
+ * records trace (tests/unit/golden_records_test.cpp says how) in the same
+ * change. */
+#define LD_RECORD_LAYOUT_VERSION 1
+
 #ifndef __VMLINUX_H__
 #include <stdint.h>
 typedef uint8_t ld_u8;
 typedef uint16_t ld_u16;
 typedef uint32_t ld_u32;
 typedef uint64_t ld_u64;
+typedef int32_t ld_s32;
 typedef int64_t ld_s64;
 #else
 typedef __u8 ld_u8;
 typedef __u16 ld_u16;
 typedef __u32 ld_u32;
 typedef __u64 ld_u64;
+typedef __s32 ld_s32;
 typedef __s64 ld_s64;
 #endif
 
@@ -491,3 +502,90 @@ struct ld_probe_counters {
 
 /* The kernel classifies at most this many bytes of a payload. */
 #define LD_CLASSIFY_BYTES 64
+
+/* ------------------------------------------------------------ layout checks
+ * The records above are the on-disk format of every trace written: a change
+ * of any size or offset checked here fails the build until it is meant, and
+ * then needs LD_RECORD_LAYOUT_VERSION bumped and the golden records trace
+ * regenerated (tests/unit/golden_records_test.cpp).  Checked wherever this
+ * header is compiled: C++ (the agent, the trace reader) and the BPF objects
+ * (C11), so the two sides cannot disagree either. */
+#ifdef __cplusplus
+#define LD_LAYOUT_CHECK(cond) \
+	static_assert(cond, "record layout changed: bump LD_RECORD_LAYOUT_VERSION (bpf/events.h)")
+#else
+#define LD_LAYOUT_CHECK(cond) \
+	_Static_assert(cond, "record layout changed: bump LD_RECORD_LAYOUT_VERSION (bpf/events.h)")
+#endif
+#define LD_SIZE(type, bytes) LD_LAYOUT_CHECK(sizeof(struct type) == (bytes))
+#define LD_AT(type, field, offset) LD_LAYOUT_CHECK(__builtin_offsetof(struct type, field) == (offset))
+
+LD_LAYOUT_CHECK(LD_SYM_LEN == 48); /* ld_kstack frames */
+LD_LAYOUT_CHECK(LD_COMM_LEN == 16);
+LD_SIZE(ld_hdr, 24); LD_AT(ld_hdr, type, 0); LD_AT(ld_hdr, size, 2); LD_AT(ld_hdr, cpu, 4);
+LD_AT(ld_hdr, tgid, 8); LD_AT(ld_hdr, tid, 12); LD_AT(ld_hdr, ts_ns, 16);
+LD_SIZE(ld_sock_io, 64); LD_AT(ld_sock_io, hdr, 0); LD_AT(ld_sock_io, sock_id, 24);
+LD_AT(ld_sock_io, dur_ns, 32); LD_AT(ld_sock_io, ret, 40); LD_AT(ld_sock_io, fd, 48);
+LD_AT(ld_sock_io, lport, 52); LD_AT(ld_sock_io, rport, 54); LD_AT(ld_sock_io, family, 56);
+LD_AT(ld_sock_io, dir, 58); LD_AT(ld_sock_io, syscall, 59); LD_AT(ld_sock_io, cls, 60);
+LD_AT(ld_sock_io, sse_events, 61);
+LD_SIZE(ld_sock_close, 40); LD_AT(ld_sock_close, hdr, 0); LD_AT(ld_sock_close, sock_id, 24);
+LD_AT(ld_sock_close, fd, 32);
+LD_SIZE(ld_task_exit, 32); LD_AT(ld_task_exit, hdr, 0); LD_AT(ld_task_exit, exit_code, 24);
+LD_AT(ld_task_exit, is_process, 28);
+LD_SIZE(ld_offcpu, 128); LD_AT(ld_offcpu, hdr, 0); LD_AT(ld_offcpu, off_ns, 24);
+LD_AT(ld_offcpu, wake_ns, 32); LD_AT(ld_offcpu, on_ns, 40); LD_AT(ld_offcpu, kind, 48);
+LD_AT(ld_offcpu, prev_state, 52); LD_AT(ld_offcpu, kstack_id, 56); LD_AT(ld_offcpu, waker_tid, 64);
+LD_AT(ld_offcpu, waker_tgid, 68); LD_AT(ld_offcpu, holder_tid, 72);
+LD_AT(ld_offcpu, holder_tgid, 76); LD_AT(ld_offcpu, off_cpu, 80); LD_AT(ld_offcpu, on_cpu, 84);
+LD_AT(ld_offcpu, syscall_nr, 88); LD_AT(ld_offcpu, flags, 92); LD_AT(ld_offcpu, waker_comm, 96);
+LD_AT(ld_offcpu, holder_comm, 112);
+LD_SIZE(ld_sched_agg, 56); LD_AT(ld_sched_agg, hdr, 0); LD_AT(ld_sched_agg, period_start_ns, 24);
+LD_AT(ld_sched_agg, blocked_ns, 32); LD_AT(ld_sched_agg, runnable_ns, 40);
+LD_AT(ld_sched_agg, blocked_count, 48); LD_AT(ld_sched_agg, runnable_count, 52);
+LD_SIZE(ld_migrate, 32); LD_AT(ld_migrate, hdr, 0); LD_AT(ld_migrate, orig_cpu, 24);
+LD_AT(ld_migrate, dest_cpu, 28);
+LD_SIZE(ld_cpu_sample, 40); LD_AT(ld_cpu_sample, hdr, 0); LD_AT(ld_cpu_sample, kstack_id, 24);
+LD_AT(ld_cpu_sample, user_mode, 32);
+LD_SIZE(ld_kstack, 40); LD_AT(ld_kstack, hdr, 0); LD_AT(ld_kstack, stack_id, 24);
+LD_AT(ld_kstack, depth, 32); LD_AT(ld_kstack, source, 36);
+LD_SIZE(ld_syscall, 72); LD_AT(ld_syscall, hdr, 0); LD_AT(ld_syscall, start_ns, 24);
+LD_AT(ld_syscall, dur_ns, 32); LD_AT(ld_syscall, ret, 40); LD_AT(ld_syscall, arg0, 48);
+LD_AT(ld_syscall, arg1, 56); LD_AT(ld_syscall, kind, 64); LD_AT(ld_syscall, path_len, 68);
+LD_SIZE(ld_faults, 40); LD_AT(ld_faults, hdr, 0); LD_AT(ld_faults, first_ns, 24);
+LD_AT(ld_faults, count, 32);
+LD_SIZE(ld_block_rq, 56); LD_AT(ld_block_rq, hdr, 0); LD_AT(ld_block_rq, issue_ns, 24);
+LD_AT(ld_block_rq, sector, 32); LD_AT(ld_block_rq, dev, 40); LD_AT(ld_block_rq, bytes, 44);
+LD_AT(ld_block_rq, rwbs, 48); LD_AT(ld_block_rq, error, 52);
+LD_SIZE(ld_reclaim, 48); LD_AT(ld_reclaim, hdr, 0); LD_AT(ld_reclaim, start_ns, 24);
+LD_AT(ld_reclaim, nr_reclaimed, 32); LD_AT(ld_reclaim, kind, 40); LD_AT(ld_reclaim, order, 44);
+LD_SIZE(ld_gil_addr, 48); LD_AT(ld_gil_addr, hdr, 0); LD_AT(ld_gil_addr, uaddr_lo, 24);
+LD_AT(ld_gil_addr, uaddr_hi, 32); LD_AT(ld_gil_addr, method, 40);
+LD_SIZE(ld_gil_wait, 80); LD_AT(ld_gil_wait, hdr, 0); LD_AT(ld_gil_wait, start_ns, 24);
+LD_AT(ld_gil_wait, dur_ns, 32); LD_AT(ld_gil_wait, uaddr, 40); LD_AT(ld_gil_wait, max_ns, 48);
+LD_AT(ld_gil_wait, ret, 56); LD_AT(ld_gil_wait, count, 64); LD_AT(ld_gil_wait, method, 68);
+LD_AT(ld_gil_wait, kind, 72);
+LD_SIZE(ld_tcp_state, 48); LD_AT(ld_tcp_state, hdr, 0); LD_AT(ld_tcp_state, sock_id, 24);
+LD_AT(ld_tcp_state, lport, 32); LD_AT(ld_tcp_state, rport, 34); LD_AT(ld_tcp_state, oldstate, 36);
+LD_AT(ld_tcp_state, newstate, 38); LD_AT(ld_tcp_state, family, 40); LD_AT(ld_tcp_state, flags, 42);
+LD_SIZE(ld_tcp_retrans, 40); LD_AT(ld_tcp_retrans, hdr, 0); LD_AT(ld_tcp_retrans, sock_id, 24);
+LD_AT(ld_tcp_retrans, lport, 32); LD_AT(ld_tcp_retrans, rport, 34);
+LD_AT(ld_tcp_retrans, state, 36); LD_AT(ld_tcp_retrans, flags, 38);
+LD_SIZE(ld_net_sample, 72); LD_AT(ld_net_sample, hdr, 0);
+LD_AT(ld_net_sample, listen_overflows, 24); LD_AT(ld_net_sample, listen_drops, 32);
+LD_AT(ld_net_sample, tcp_timewait, 40); LD_AT(ld_net_sample, retrans_segs, 48);
+LD_AT(ld_net_sample, active_opens, 56); LD_AT(ld_net_sample, passive_opens, 64);
+LD_SIZE(ld_cgroup_sample, 96); LD_AT(ld_cgroup_sample, hdr, 0);
+LD_AT(ld_cgroup_sample, nr_periods, 24); LD_AT(ld_cgroup_sample, nr_throttled, 32);
+LD_AT(ld_cgroup_sample, throttled_ns, 40); LD_AT(ld_cgroup_sample, quota_us, 48);
+LD_AT(ld_cgroup_sample, period_us, 56); LD_AT(ld_cgroup_sample, mem_usage_now, 64);
+LD_AT(ld_cgroup_sample, mem_limit, 72); LD_AT(ld_cgroup_sample, mem_events_high, 80);
+LD_AT(ld_cgroup_sample, mem_events_oom, 88);
+LD_SIZE(ld_cpu_freq, 40); LD_AT(ld_cpu_freq, hdr, 0); LD_AT(ld_cpu_freq, cpu_id, 24);
+LD_AT(ld_cpu_freq, khz, 28); LD_AT(ld_cpu_freq, max_khz, 32); LD_AT(ld_cpu_freq, sampled, 36);
+LD_SIZE(ld_probe_counters, 16); LD_AT(ld_probe_counters, submitted, 0);
+LD_AT(ld_probe_counters, dropped, 8);
+
+#undef LD_AT
+#undef LD_SIZE
+#undef LD_LAYOUT_CHECK

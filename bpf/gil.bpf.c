@@ -23,6 +23,7 @@
 #include <bpf/bpf_core_read.h>
 
 #include "common.bpf.h"
+#include "gil_maps.h" /* struct ld_gil_key, ld_gil_learn, ld_gil_agg */
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -43,32 +44,9 @@ const volatile __u64 ld_gil_agg_period_ns = 1000000000ULL;
 #define LD_FUTEX_LOCK_PI2 13
 #define LD_FUTEX_CMD_MASK 127 /* ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME) */
 
-struct ld_gil_key {
-	__u32 tgid;
-	__u32 _pad;
-	__u64 uaddr;
-};
-
-struct ld_gil_learn {
-	__u32 method; /* enum ld_gil_method of the attached uprobes */
-	__u32 learned;
-};
-
 struct ld_gil_inflight {
 	__u64 start_ns;
 	__u64 uaddr;
-	__u32 method;
-	__u32 _pad;
-};
-
-struct ld_gil_agg {
-	__u64 first_ns;
-	__u64 last_end_ns;
-	__u64 sum_ns;
-	__u64 max_ns;
-	__u64 uaddr;
-	__u32 tgid;
-	__u32 count;
 	__u32 method;
 	__u32 _pad;
 };

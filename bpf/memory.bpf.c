@@ -17,6 +17,7 @@
 
 #include "common.bpf.h"
 #include "syscall_timing.bpf.h"
+#include "memory_maps.h" /* struct ld_mem_agg, ld_fault_acc */
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -26,26 +27,6 @@ const volatile __u64 ld_mem_min_ns = 100000;        /* ... or at least this slow
 const volatile __u64 ld_mem_agg_ns = 10000000;      /* a small-call aggregate spans < this */
 const volatile __u32 ld_fault_batch = 256;          /* faults per ld_faults record, at most */
 const volatile __u64 ld_fault_span_ns = 5000000;    /* a batch spans < this */
-
-/* Small memory calls of one thread since start_ns.  Read by user space at the
- * end of a recording, hence tgid in the value. */
-struct ld_mem_agg {
-	__u64 start_ns;
-	__u64 last_ns;
-	__u64 calls;
-	__u64 bytes;
-	__u64 dur_ns;
-	__u64 failed;
-	__u32 tgid;
-	__u32 _pad;
-};
-
-struct ld_fault_acc {
-	__u64 first_ns;
-	__u64 last_ns;
-	__u32 count; /* 0 = empty */
-	__u32 tgid;
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

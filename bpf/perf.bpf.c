@@ -27,6 +27,7 @@
 #include <bpf/bpf_core_read.h>
 
 #include "common.bpf.h"
+#include "perf_maps.h" /* struct ld_tick_cpu */
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -77,21 +78,6 @@ int ld_perf_sample(struct bpf_perf_event_data *ctx)
 /* Set by user space before load (tick source only). */
 const volatile __u64 ld_tick_fn = 0;              /* the tick hrtimer's function */
 const volatile __u64 ld_sample_period_ns = 10101010; /* 99 Hz */
-
-/* Per CPU: when the next sample is due, and the ticks seen (user space
- * measures the tick period from them at attach, to check the tick runs
- * through this hook at all and is at least as fast as the asked rate). */
-struct ld_tick_cpu {
-	__u64 due_ns;
-	__u64 first_ns;
-	__u64 last_ns;
-	__u64 ticks;
-	/* While ld_calibrating: ticks of a task, those in which the two ways
-	 * of telling user mode agreed, and those in user mode by the walk. */
-	__u64 calib_ticks;
-	__u64 calib_agree;
-	__u64 calib_user;
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

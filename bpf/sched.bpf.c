@@ -29,6 +29,7 @@
 #include <bpf/bpf_core_read.h>
 
 #include "common.bpf.h"
+#include "sched_maps.h" /* struct ld_sched_thread */
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -41,41 +42,6 @@ const volatile __u64 ld_offcpu_min_ns = 1000000;    /* itemise intervals >= 1 ms
 const volatile __u64 ld_agg_period_ns = 100000000;  /* flush short-slice sums every 100 ms */
 const volatile bool ld_trace_migrations = true;
 const volatile __u64 ld_kstack_gap_ns = 10000000;   /* fresh stack per (thread, syscall) per 10 ms */
-
-#define LD_STACK_SLOTS 4 /* power of two */
-
-/* The last stack walked for blocks in one syscall (see LD_OFFCPU_KSTACK_REUSED). */
-struct ld_stack_slot {
-	__u32 syscall_nr;
-	__s32 stack_id;
-	__u64 walked_ns;
-};
-
-/* Per target thread, keyed by tid. */
-struct ld_sched_thread {
-	__u64 off_ns;           /* switched out; 0 = on CPU (or not seen yet) */
-	__u64 wake_ns;          /* woken after off_ns; 0 = not yet */
-	__s64 kstack_id;
-	__u32 prev_state;
-	__u32 kind;             /* enum ld_offcpu_kind */
-	__u32 off_cpu;
-	__u32 syscall_nr;
-	__u32 waker_tid;
-	__u32 waker_tgid;
-	__u32 flags;            /* LD_OFFCPU_* */
-	__u32 _pad0;
-	char waker_comm[LD_COMM_LEN];
-	/* direct-mapped by syscall_nr: a collision only costs a walk */
-	struct ld_stack_slot stacks[LD_STACK_SLOTS];
-	/* short slices since period_start_ns */
-	__u64 period_start_ns;
-	__u64 blocked_ns;
-	__u64 runnable_ns;
-	__u32 blocked_count;
-	__u32 runnable_count;
-	__u32 tgid;             /* for the flush from user space */
-	__u32 _pad;
-};
 
 /* Entries are removed at thread exit (sched_process_exit), so a plain hash:
  * an LRU map could evict a live thread's pending aggregate. */

@@ -103,6 +103,19 @@ void add_record_flags(CLI::App* sub, RecordFlags& flags, const std::string& defa
                   "sample is a timer interrupt of its own (~13 us on a VM)")
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
+  sub->add_option("--sample-source", flags.sample_source,
+                  "Where the perf probe takes its samples: auto (the scheduler tick where this "
+                  "kernel allows it at the asked rate, else cpu-clock perf events), tick (only "
+                  "the tick: the probe is unavailable where it cannot be used), or perf-event "
+                  "(a cpu-clock timer interrupt per sample, the usual way)")
+      ->capture_default_str();
+  sub->add_option("--sock-hook", flags.sock_hook,
+                  "How the sock probe sees sends and receives: auto (the socket layer's "
+                  "tracepoints sock_send_length/sock_recv_length where the kernel has them, 6.3+, "
+                  "else the syscall exits), socket-layer (only those), or syscall-exits (the "
+                  "exits of read/write/readv/writev/sendto/recvfrom/sendmsg/recvmsg on any "
+                  "kernel: a way back should the socket layer's tracepoints misbehave)")
+      ->capture_default_str();
   sub->add_option("--read-interval", flags.read_interval,
                   "How often the agent wakes to read its events, sample /proc and cgroup "
                   "counters and flush --record/-o traces (100ms-10s; default 4s, 1s with "
@@ -133,6 +146,16 @@ probes::RecordOptions to_record_options(const RecordFlags& flags, uint64_t read_
         "--ringbuf-size {}: expected a power of two between 4K and 1G, e.g. 16M", flags.ringbuf));
   options.ringbuf_bytes = static_cast<uint32_t>(*ringbuf);
   options.sample_hz = flags.sample_hz;
+  auto sock_hook = probes::parse_sock_hook(flags.sock_hook);
+  if (!sock_hook)
+    throw std::invalid_argument(fmt::format(
+        "--sock-hook {}: expected auto, socket-layer or syscall-exits", flags.sock_hook));
+  options.hooks.sock = *sock_hook;
+  auto sample_source = probes::parse_perf_source(flags.sample_source);
+  if (!sample_source)
+    throw std::invalid_argument(fmt::format(
+        "--sample-source {}: expected auto, tick or perf-event", flags.sample_source));
+  options.hooks.perf = *sample_source;
   options.read_interval_ms = read_interval_ms;
   if (!flags.read_interval.empty()) {
     auto interval = parse_duration_ms(flags.read_interval);

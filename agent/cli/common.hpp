@@ -84,6 +84,8 @@ struct RecordFlags {
   std::string ringbuf = "16M";
   uint32_t sample_hz = probes::kDefaultSampleHz;
   std::string read_interval;  // "": to_record_options' default
+  std::string sock_hook = "auto";      // --sock-hook: probes::SockHook
+  std::string sample_source = "auto";  // --sample-source: probes::PerfSource
   bool quiet = false;
   bool verbose = false;
 };

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <linux/bpf.h>  // struct bpf_core_relo, enum bpf_core_relo_kind (UAPI)
+
 #include <bpf/btf.h>
 
 #include <algorithm>
@@ -27,8 +29,11 @@
 namespace ld::probes {
 namespace {
 
-// .BTF.ext layout (libbpf_internal.h, which is not installed). Offsets are relative to the
-// end of the header.
+// The .BTF.ext header as the kernel documents it (Documentation/bpf/btf.rst, "4.2 .BTF.ext
+// section"): offsets are relative to the end of the header, and core_relo_off/len, "the
+// optional part", are there when hdr_len covers them. No installed header declares it. The
+// core_relo sub-section is a u32 record size, then per ELF section {u32 sec_name_off, u32
+// num_info} followed by num_info records, each a struct bpf_core_relo (<linux/bpf.h>).
 struct BtfExtHeader {
   uint16_t magic;
   uint8_t version;
@@ -36,23 +41,9 @@ struct BtfExtHeader {
   uint32_t hdr_len;
   uint32_t func_info_off, func_info_len;
   uint32_t line_info_off, line_info_len;
-  uint32_t core_relo_off, core_relo_len;  // present when hdr_len covers them
+  uint32_t core_relo_off, core_relo_len;
 };
-struct CoreRelo {  // struct bpf_core_relo
-  uint32_t insn_off, type_id, access_str_off, kind;
-};
-
-// enum bpf_core_relo_kind
-enum : uint32_t {
-  kFieldByteOffset = 0,  // .. kFieldRshiftU64 = 5: field relocations
-  kFieldRshiftU64 = 5,
-  kTypeIdLocal = 6,
-  kTypeIdTarget = 7,
-  kTypeExists = 8,
-  kTypeSize = 9,
-  kEnumvalExists = 10,
-  kEnumvalValue = 11,
-};
+constexpr uint16_t kBtfMagic = 0xeB9F;  // BTF_MAGIC
 
 struct Deleter {
   void operator()(btf* b) const { btf__free(b); }
@@ -133,7 +124,7 @@ bool collect_roots(const CoreObject& obj, RootMap& roots, std::string& why) {
   BtfExtHeader hdr{};
   std::memcpy(&hdr, sections->btf_ext.data(),
               std::min(sizeof(hdr), sections->btf_ext.size()));
-  if (hdr.magic != 0xeB9F || hdr.hdr_len > sections->btf_ext.size()) {
+  if (hdr.magic != kBtfMagic || hdr.hdr_len > sections->btf_ext.size()) {
     why = "unexpected .BTF.ext header";
     return false;
   }
@@ -156,7 +147,7 @@ bool collect_roots(const CoreObject& obj, RootMap& roots, std::string& why) {
   };
   if (relos.size() < 4) return true;
   uint32_t rec_size = u32(0);
-  if (rec_size < sizeof(CoreRelo)) {
+  if (rec_size < sizeof(bpf_core_relo)) {
     why = "unexpected CO-RE relocation record size";
     return false;
   }
@@ -169,26 +160,26 @@ bool collect_roots(const CoreObject& obj, RootMap& roots, std::string& why) {
       return false;
     }
     for (uint32_t i = 0; i < count; ++i, off += rec_size) {
-      CoreRelo rec;
+      bpf_core_relo rec;
       std::memcpy(&rec, relos.data() + off, sizeof(rec));
-      if (rec.kind == kTypeIdLocal) continue;  // no candidates: answered from the object alone
+      if (rec.kind == BPF_CORE_TYPE_ID_LOCAL) continue;  // no candidates: the object alone answers
       const btf_type* t = btf__type_by_id(local.get(), rec.type_id);
       if (!t) {
         why = "a CO-RE relocation names a type its BTF lacks";
         return false;
       }
       unsigned kind = btf_kind(t);
-      bool field = rec.kind <= kFieldRshiftU64;
-      bool enumval = rec.kind == kEnumvalExists || rec.kind == kEnumvalValue;
+      bool field = rec.kind <= BPF_CORE_FIELD_RSHIFT_U64;
+      bool enumval = rec.kind == BPF_CORE_ENUMVAL_EXISTS || rec.kind == BPF_CORE_ENUMVAL_VALUE;
       // Type existence/size compare the types themselves: equal at the top level for these
       // kinds, but a typedef or pointer would be compared through the pointers we cut.
-      bool type = (rec.kind == kTypeExists || rec.kind == kTypeSize) &&
+      bool type = (rec.kind == BPF_CORE_TYPE_EXISTS || rec.kind == BPF_CORE_TYPE_SIZE) &&
                   (kind == BTF_KIND_STRUCT || kind == BTF_KIND_UNION || kind == BTF_KIND_ENUM ||
                    kind == BTF_KIND_ENUM64 || kind == BTF_KIND_FWD || kind == BTF_KIND_INT ||
                    kind == BTF_KIND_FLOAT);
       if (!field && !enumval && !type) {
-        // kTypeIdTarget must be the kernel's own id; type matching walks pointers.
-        why = fmt::format("CO-RE relocation kind {} on {}", rec.kind,
+        // TYPE_ID_TARGET must be the kernel's own id; TYPE_MATCHES walks pointers.
+        why = fmt::format("CO-RE relocation kind {} on {}", static_cast<unsigned>(rec.kind),
                           btf__name_by_offset(local.get(), t->name_off));
         return false;
       }

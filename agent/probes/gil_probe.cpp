@@ -23,6 +23,7 @@
 
 #include "events.h"
 #include "gil.skel.h"
+#include "gil_maps.h"
 #include "host/host_facts.hpp"
 #include "probes/elf_symbols.hpp"
 #include "probes/libbpf_util.hpp"
@@ -47,22 +48,6 @@ constexpr uint64_t kSearchForNs = 10 * kSec;    // the last look
 constexpr uint64_t kFirstSearchAgainNs = 1 * kSec;  // then twice as long each time
 constexpr uint64_t kLearningTickNs = kSec / 10;
 constexpr size_t kMaxProcs = 256;
-
-struct GilKey {
-  uint32_t tgid;
-  uint32_t pad;
-  uint64_t uaddr;
-};
-
-struct GilAgg {  // struct ld_gil_agg in gil.bpf.c
-  uint64_t first_ns, last_end_ns, sum_ns, max_ns, uaddr;
-  uint32_t tgid, count, method, pad;
-};
-
-struct GilLearn {  // struct ld_gil_learn
-  uint32_t method;
-  uint32_t learned;
-};
 
 enum class Phase { Searching, NoPython, Learning, Idle, Learned, Gone };
 
@@ -196,7 +181,7 @@ class GilProbe : public Probe {
   }
 
   void arm(Proc& p, uint64_t now) {
-    GilLearn learn{p.method, static_cast<uint32_t>(p.words.size())};
+    ld_gil_learn learn{p.method, static_cast<uint32_t>(p.words.size())};
     bpf_map_update_elem(bpf_map__fd(skel_->maps.ld_gil_learning), &p.tgid, &learn, BPF_ANY);
     std::string path = fmt::format("/proc/{}/root{}", p.tgid, p.rt.path);
     int pid = static_cast<int>(p.tgid);
@@ -280,8 +265,8 @@ class GilProbe : public Probe {
   // New words in ld_gil_addrs -> one ld_gil_addr record each.
   void report_new_words(uint64_t now, const EmitFn& emit) {
     int fd = bpf_map__fd(skel_->maps.ld_gil_addrs);
-    GilKey key{}, next{};
-    GilKey* prev = nullptr;
+    ld_gil_key key{}, next{};
+    ld_gil_key* prev = nullptr;
     while (bpf_map_get_next_key(fd, prev, &next) == 0) {
       key = next;
       prev = &key;
@@ -311,7 +296,7 @@ class GilProbe : public Probe {
     while (bpf_map_get_next_key(fd, prev, &next) == 0) {
       key = next;
       prev = &key;
-      GilAgg a{};
+      ld_gil_agg a{};
       if (bpf_map_lookup_elem(fd, &key, &a) || !a.count) continue;
       ld_gil_wait rec{};
       rec.hdr.type = LD_EV_GIL_WAIT;

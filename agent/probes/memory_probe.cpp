@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "events.h"
+#include "memory_maps.h"
 #include "memory.skel.h"
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
@@ -22,16 +23,6 @@ constexpr uint64_t kMinNs = 100'000;            // ... or calls of 100 us or mor
 constexpr uint64_t kAggNs = 10'000'000;         // small calls summed per 10 ms per thread
 constexpr uint32_t kFaultBatch = 256;           // faults per ld_faults record, at most
 constexpr uint64_t kFaultSpanNs = 5'000'000;    // a fault batch spans < 5 ms
-
-// Mirrors struct ld_fault_acc / ld_mem_agg in bpf/memory.bpf.c.
-struct FaultAcc {
-  uint64_t first_ns, last_ns;
-  uint32_t count, tgid;
-};
-struct MemAgg {
-  uint64_t start_ns, last_ns, calls, bytes, dur_ns, failed;
-  uint32_t tgid, pad;
-};
 
 // Every (tid, value) of a hash map keyed by tid.
 template <typename V>
@@ -72,7 +63,7 @@ class MemoryProbe : public Probe {
   // them at the next fault / call or at thread exit, neither of which may come now.
   void finish(const EmitFn& emit) override {
     if (!skel_) return;
-    for (const auto& [tid, b] : dump_map<FaultAcc>(bpf_map__fd(skel_->maps.ld_fault_acc))) {
+    for (const auto& [tid, b] : dump_map<ld_fault_acc>(bpf_map__fd(skel_->maps.ld_fault_acc))) {
       if (!b.count) continue;
       ld_faults rec{};
       fill_hdr(rec.hdr, LD_EV_FAULTS, sizeof(rec), b.tgid, tid, b.last_ns);
@@ -81,7 +72,7 @@ class MemoryProbe : public Probe {
       emit(rec.hdr, sizeof(rec));
       user_records_++;
     }
-    for (const auto& [tid, a] : dump_map<MemAgg>(bpf_map__fd(skel_->maps.ld_mem_agg))) {
+    for (const auto& [tid, a] : dump_map<ld_mem_agg>(bpf_map__fd(skel_->maps.ld_mem_agg))) {
       if (!a.calls) continue;
       ld_syscall rec{};
       fill_hdr(rec.hdr, LD_EV_SYSCALL, sizeof(rec), a.tgid, tid, a.last_ns);

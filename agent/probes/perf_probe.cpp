@@ -9,7 +9,6 @@
 #include <bpf/libbpf.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -20,9 +19,11 @@
 #include "events.h"
 #include "host/host_facts.hpp"
 #include "perf.skel.h"
+#include "perf_maps.h"
 #include "probes/kallsyms.hpp"
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
+#include "probes/probe_session.hpp"
 
 namespace ld::probes {
 namespace {
@@ -39,12 +40,6 @@ int open_cpu_clock(int cpu, uint32_t sample_hz) {
   // pid = -1, cpu = N: every task on that CPU; the program keeps the targets.
   return static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
 }
-
-// bpf/perf.bpf.c's struct ld_tick_cpu.
-struct TickCpu {
-  uint64_t due_ns, first_ns, last_ns, ticks;
-  uint64_t calib_ticks, calib_agree, calib_user;
-};
 
 // FRED (x86 entry since 6.9, on CPUs that have it) delivers the timer interrupt through its own
 // entry, not asm_sysvec_apic_timer_interrupt, where the tick program looks for the end of a
@@ -89,9 +84,18 @@ class PerfProbe : public Probe {
     const auto text = find_kernel_text({"tick_sched_timer", "tick_nohz_handler", "asm_sysvec_apic_timer_interrupt"});
     const uint64_t tick_fn = text[0].start ? text[0].start : text[1].start;
     irq_entry_ = {text[2].start, text[2].end};
-    not_tick_ = tick_source_obstacle(tick_fn, irq_entry_.first);
+    // Why the tick, not only the usual cpu-clock event: a cpu-clock sample is one more timer
+    // interrupt (99 Hz: +100 local timer interrupts/s per CPU, +3 at the tick) that took 6-35 us
+    // of the interrupted thread's time against ~0 at the tick (2-vCPU KVM guest, HZ=250,
+    // 2026-12-04: bench/sample_cost.sh RATE:tick RATE:perf-event, stolen us/sample).
+    const PerfSource source = ctx.options.hooks.perf;
+    mode_by_walk_asked_ = ctx.options.hooks.perf_mode_by_walk;
+    not_tick_ = source == PerfSource::PerfEvent ? "the cpu-clock source was asked for"
+                                                : tick_source_obstacle(tick_fn, irq_entry_.first);
     load(ctx, not_tick_.empty() ? tick_fn : 0);
     if (not_tick_.empty()) attach_tick();
+    if (!not_tick_.empty() && source == PerfSource::Tick)
+      throw ProbeUnavailable("the tick source was asked for and cannot be used here: " + not_tick_);
     if (!not_tick_.empty()) attach_all_cpus();
     // Now, while privileged: the recorder drops CAP_SYSLOG after attaching, and kallsyms
     // then shows every address as 0 to a new reader.
@@ -170,19 +174,19 @@ class PerfProbe : public Probe {
     constexpr uint64_t kUserTicks = 3;
     const int ncpu = libbpf_num_possible_cpus();
     if (ncpu <= 0) return 0;
-    std::vector<TickCpu> cpus(static_cast<size_t>(ncpu));
+    std::vector<ld_tick_cpu> cpus(static_cast<size_t>(ncpu));
     const int fd = bpf_map__fd(skel_->maps.ld_tick_state);
     const uint32_t zero = 0;
     skel_->bss->ld_calibrating = 1;
     const uint64_t begin = host::monotonic_now_ns();
     uint64_t period = 0;
-    TickCpu sum{};
+    ld_tick_cpu sum{};
     volatile uint64_t spin = 0;
     while (host::monotonic_now_ns() - begin < kCalibrateNs) {
       for (int i = 0; i < 100000; ++i) spin = spin + 1;  // stay on the CPU: it keeps ticking
       if (bpf_map_lookup_elem(fd, &zero, cpus.data()) != 0) break;
-      sum = TickCpu{};
-      for (const TickCpu& c : cpus) {
+      sum = ld_tick_cpu{};
+      for (const ld_tick_cpu& c : cpus) {
         if (c.ticks >= 3) {
           const uint64_t mean = (c.last_ns - c.first_ns) / (c.ticks - 1);
           if (!period || mean < period) period = mean;
@@ -198,10 +202,10 @@ class PerfProbe : public Probe {
     if (!mode_by_regs_)
       not_by_regs_ = fmt::format("the registers check agreed with the stack walk on {} of {} ticks, {} in user mode",
                                  sum.calib_agree, sum.calib_ticks, sum.calib_user);
-    // LD_PERF_MODE_BY_WALK=1 takes the walk, the other kernels' path, here (its root test).
-    if (mode_by_regs_ && getenv("LD_PERF_MODE_BY_WALK")) {
+    // hooks.perf_mode_by_walk takes the walk, the other kernels' path, here (its root test).
+    if (mode_by_regs_ && mode_by_walk_asked_) {
       mode_by_regs_ = false;
-      not_by_regs_ = "LD_PERF_MODE_BY_WALK is set";
+      not_by_regs_ = "the walk was asked for";
     }
     if (!mode_by_regs_) skel_->data->ld_mode_by_regs = 0;
     return period;
@@ -240,6 +244,7 @@ class PerfProbe : public Probe {
   uint64_t tick_period_ns_ = 0;  // the tick source is in use
   std::string not_tick_;          // why not, otherwise
   bool mode_by_regs_ = false;     // user/kernel mode from the registers check, not the walk
+  bool mode_by_walk_asked_ = false;  // ProbeOptions::hooks.perf_mode_by_walk
   std::string not_by_regs_;       // why not
 };
 

@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 struct bpf_object;
@@ -22,6 +24,43 @@ namespace ld::probes {
 // profilers' 100/1000 Hz). Each sample is a timer interrupt on the sampled CPU; see
 // docs/performance.md for what a rate costs the target.
 constexpr uint32_t kDefaultSampleHz = 99;
+
+// Which kernel hook a probe takes where there is more than one way in. Auto takes the best this
+// kernel loads and attaches and falls back as it must (the probes table says which way was
+// taken); the others force one way on any kernel: a way back should a newer hook misbehave on
+// some kernel, and how the root tests run, on this kernel, the paths older kernels take.
+enum class SockHook {
+  Auto,          // the socket layer's tracepoints where the kernel has them, else the syscall exits
+  SocketLayer,   // tp_btf sock_send_length/sock_recv_length only (6.3+): unavailable elsewhere
+  SyscallExits,  // the exits of read/write/readv/writev/sendto/recvfrom/sendmsg/recvmsg
+};
+enum class SchedHook {
+  Auto,             // typed (tp_btf) sched_switch/sched_waking, else the raw tracepoints
+  RawTracepoints,   // the raw tracepoints (kernels without tp_btf, or before 5.18)
+  RawLegacySwitch,  // those, with the sched_switch program of kernels before 5.18 (no prev_state)
+};
+
+enum class PerfSource {
+  Auto,       // the scheduler tick where it can be used at the asked rate, else cpu-clock events
+  Tick,       // the tick only: unavailable where it cannot be used (the probes table says why)
+  PerfEvent,  // a cpu-clock perf event per CPU, each sample an interrupt of its own
+};
+
+struct HookChoices {
+  SockHook sock = SockHook::Auto;
+  SchedHook sched = SchedHook::Auto;
+  PerfSource perf = PerfSource::Auto;
+  // At the tick: tell user from kernel mode by the stack walk even where the one-read
+  // registers check agreed with it at attach (the path of kernels where it did not).
+  bool perf_mode_by_walk = false;
+};
+
+// The names the CLI shows: --sock-hook auto|socket-layer|syscall-exits,
+// --sample-source auto|tick|perf-event.
+const char* sock_hook_name(SockHook hook);
+std::optional<SockHook> parse_sock_hook(std::string_view name);
+const char* perf_source_name(PerfSource source);
+std::optional<PerfSource> parse_perf_source(std::string_view name);
 
 struct ProbeOptions;
 

@@ -259,8 +259,9 @@ struct ProbeSession::Impl {
     std::vector<std::unique_ptr<Probe>> made;
     for (size_t i = 0; i < all.size(); ++i)
       made.push_back(requested(*all[i], i >= registry_size) ? all[i]->make() : nullptr);
-    CoreBtf core = build_core_btf(all, made);
-    if (options.verbose) fmt::print(stderr, "latency-doctor: {}\n", core.note());
+    CoreBtf core = options.shared_core_btf ? build_core_btf(all, made) : CoreBtf();
+    if (options.verbose && options.shared_core_btf)
+      fmt::print(stderr, "latency-doctor: {}\n", core.note());
 
     probes.clear();
     for (const ProbeInfo* info : all)
@@ -492,6 +493,36 @@ std::vector<std::string> ProbeSession::known_probes() {
   std::vector<std::string> names;
   for (const auto& info : probe_registry()) names.push_back(info.name);
   return names;
+}
+
+const char* sock_hook_name(SockHook hook) {
+  switch (hook) {
+    case SockHook::Auto: return "auto";
+    case SockHook::SocketLayer: return "socket-layer";
+    case SockHook::SyscallExits: return "syscall-exits";
+  }
+  return "?";
+}
+
+std::optional<SockHook> parse_sock_hook(std::string_view name) {
+  for (SockHook hook : {SockHook::Auto, SockHook::SocketLayer, SockHook::SyscallExits})
+    if (name == sock_hook_name(hook)) return hook;
+  return std::nullopt;
+}
+
+const char* perf_source_name(PerfSource source) {
+  switch (source) {
+    case PerfSource::Auto: return "auto";
+    case PerfSource::Tick: return "tick";
+    case PerfSource::PerfEvent: return "perf-event";
+  }
+  return "?";
+}
+
+std::optional<PerfSource> parse_perf_source(std::string_view name) {
+  for (PerfSource source : {PerfSource::Auto, PerfSource::Tick, PerfSource::PerfEvent})
+    if (name == perf_source_name(source)) return source;
+  return std::nullopt;
 }
 
 std::string ensure_tracefs() {

@@ -44,6 +44,19 @@ struct ProbeOptions {
   // opt-in registry probe when named in `probes`, after the registry's. Never part of the
   // default set, the CLI's --probes or known_probes().
   std::vector<ProbeInfo> extra_probes;
+  HookChoices hooks{};  // which kernel hook each probe takes where there is a choice (probe.hpp)
+  // One reduced kernel BTF for every object's CO-RE relocations (core_btf.hpp); false: each
+  // object has libbpf parse and search the whole kernel BTF (measuring what it buys).
+  bool shared_core_btf = true;
+#ifdef LD_FAULT_INJECTION
+  // Test builds only (ld_probes_test, tests/CMakeLists.txt; the shipped agent has no such
+  // path): faults the root tests inject to reach fallbacks this kernel never needs.
+  struct Faults {
+    // The typed sched programs attach, then the loader is told they failed (EOPNOTSUPP), as a
+    // kernel that refused them would: the fallback to the raw tracepoints.
+    bool sched_typed_attach = false;
+  } faults{};
+#endif
 };
 
 using RecordCallback = std::function<void(const ld_hdr& record, size_t size)>;

@@ -204,7 +204,8 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
                              .tick_ns = options.read_interval_ms * 1'000'000,
                              .probes = options.probes,
                              .verbose = options.verbose,
-                             .extra_probes = options.extra_probes};
+                             .extra_probes = options.extra_probes,
+                             .hooks = options.hooks};
   std::string write_error;
   auto sink = [&](const ld_hdr& rec, size_t size) {
     if (writer && write_error.empty()) {

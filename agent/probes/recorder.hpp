@@ -37,6 +37,7 @@ struct RecordOptions {
   bool quiet = false;
   bool verbose = false;
   std::vector<ProbeInfo> extra_probes;  // see ProbeOptions::extra_probes (benchmarks only)
+  HookChoices hooks;                    // see ProbeOptions::hooks (--sock-hook, --sample-source)
   // The host's facts (sysctls, governor, the target's cgroup limits: audit/host_audit.hpp) for
   // the trace header, read for the first pid once it is validated; none when empty.
   std::function<nlohmann::json(int pid)> host_facts;

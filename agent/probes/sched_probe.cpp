@@ -2,7 +2,6 @@
 // syscall and kernel stack), short slices summed per thread, and migrations
 // (bpf/sched.bpf.c).
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include <bpf/bpf.h>
@@ -11,10 +10,12 @@
 #include <fmt/format.h>
 
 #include "events.h"
+#include "sched_maps.h"
 #include "host/host_facts.hpp"
 #include "probes/kallsyms.hpp"
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
+#include "probes/probe_session.hpp"
 #include "sched.skel.h"
 
 namespace ld::probes {
@@ -25,34 +26,23 @@ constexpr uint64_t kOffcpuMinNs = 1'000'000;   // itemise off-CPU intervals of 1
 constexpr uint64_t kAggPeriodNs = 100'000'000; // shorter ones summed per thread per 100 ms
 constexpr uint64_t kKstackGapNs = 10'000'000;  // a fresh stack per (thread, syscall) per 10 ms
 
-// Mirrors struct ld_sched_thread in bpf/sched.bpf.c (checked against the map's value size).
-struct ThreadState {
-  uint64_t off_ns, wake_ns;
-  int64_t kstack_id;
-  uint32_t prev_state, kind, off_cpu, syscall_nr, waker_tid, waker_tgid, flags, pad0;
-  char waker_comm[LD_COMM_LEN];
-  struct {
-    uint32_t syscall_nr;
-    int32_t stack_id;
-    uint64_t walked_ns;
-  } stacks[4];
-  uint64_t period_start_ns, blocked_ns, runnable_ns;
-  uint32_t blocked_count, runnable_count, tgid, pad;
-};
-
 class SchedProbe : public Probe {
  public:
   const void* bpf_object_elf(size_t* size) const override { return sched_bpf__elf_bytes(size); }
 
   void start(ProbeContext& ctx) override {
     // The typed programs where the kernel loads them (tp_btf, and sched_switch's prev_state
-    // argument: 5.18), else the raw tracepoints. LD_SCHED_RAW_TP=1 (and LD_SCHED_SWITCH_LEGACY,
-    // which needs them) takes the raw ones here: the root tests of those paths.
-    if (!getenv("LD_SCHED_RAW_TP") && !getenv("LD_SCHED_SWITCH_LEGACY")) typed_ = start_typed(ctx);
+    // argument: 5.18), else the raw tracepoints. hooks.sched may ask for the raw ones (and for
+    // the pre-5.18 sched_switch program) on any kernel: the root tests of those paths.
+    const SchedHook hook = ctx.options.hooks.sched;
+#ifdef LD_FAULT_INJECTION
+    fail_typed_attach_ = ctx.options.faults.sched_typed_attach;
+#endif
+    if (hook == SchedHook::Auto) typed_ = start_typed(ctx);
     if (!typed_) {
       if (int err = open_and_load(ctx, false)) throw_libbpf_error("sched", "loading", err);
       if (int err = attach_all(false)) throw_libbpf_error("sched", "attaching", err);
-      attach_switch();
+      attach_switch(hook == SchedHook::RawLegacySwitch);
     }
     // Now, while privileged: the recorder drops CAP_SYSLOG after attaching, and kallsyms
     // then shows every address as 0 to a new reader.
@@ -98,8 +88,6 @@ class SchedProbe : public Probe {
     skel_->rodata->ld_agg_period_ns = kAggPeriodNs;
     skel_->rodata->ld_kstack_gap_ns = kKstackGapNs;
     skel_->rodata->ld_trace_migrations = true;
-    if (bpf_map__value_size(skel_->maps.ld_sched_threads) != sizeof(ThreadState))
-      throw ProbeUnavailable("sched: ld_sched_thread layout differs from the loader's copy");
     bpf_program__set_autoload(skel_->progs.ld_sched_switch_btf, typed);
     bpf_program__set_autoload(skel_->progs.ld_sched_waking_btf, typed);
     bpf_program__set_autoload(skel_->progs.ld_sched_switch, !typed);
@@ -131,21 +119,23 @@ class SchedProbe : public Probe {
     return !err;
   }
 
-  // The skeleton's auto-attached programs; LD_SCHED_FAIL_TYPED_ATTACH=1 makes the typed set
-  // fail after attaching (EOPNOTSUPP), as a kernel would that refused them: the root test of
-  // the fallback.
+  // The skeleton's auto-attached programs. In test builds a fault may make the typed set fail
+  // after attaching (EOPNOTSUPP), as a kernel would that refused them: the root test of the
+  // fallback.
   int attach_all(bool typed) {
     if (int err = sched_bpf__attach(skel_.get())) return err;
-    if (typed && getenv("LD_SCHED_FAIL_TYPED_ATTACH")) return -EOPNOTSUPP;
+#ifdef LD_FAULT_INJECTION
+    if (typed && fail_typed_attach_) return -EOPNOTSUPP;
+#endif
     return 0;
   }
 
   // sched_switch has its prev_state argument since 5.18: the program that reads it fails to
-  // attach (EINVAL: the raw tracepoint has fewer arguments) on older kernels.
-  // LD_SCHED_SWITCH_LEGACY=1 takes the older kernels' program here (the root test of that path).
-  void attach_switch() {
+  // attach (EINVAL: the raw tracepoint has fewer arguments) on older kernels. `legacy` takes
+  // the older kernels' program at once (SchedHook::RawLegacySwitch: the root test of that path).
+  void attach_switch(bool legacy) {
     int err = 0;
-    if (!getenv("LD_SCHED_SWITCH_LEGACY")) {
+    if (!legacy) {
       skel_->links.ld_sched_switch = bpf_program__attach(skel_->progs.ld_sched_switch);
       if (skel_->links.ld_sched_switch) return;
       err = -errno;
@@ -164,7 +154,7 @@ class SchedProbe : public Probe {
     while (bpf_map_get_next_key(fd, prev, &next) == 0) {
       key = next;
       prev = &key;
-      ThreadState st{};
+      ld_sched_thread st{};
       if (bpf_map_lookup_elem(fd, &key, &st) != 0) continue;
       if (!st.blocked_count && !st.runnable_count) continue;
       ld_sched_agg rec{};
@@ -189,6 +179,9 @@ class SchedProbe : public Probe {
   int typed_error_ = 0;       // why they did not load or attach (a libbpf error code), if tried
   const char* typed_error_stage_ = "";  // "load" or "attach"
   bool legacy_state_ = false;  // pre-5.18 kernel: the switched-out state re-read from the task
+#ifdef LD_FAULT_INJECTION
+  bool fail_typed_attach_ = false;  // ProbeOptions::faults.sched_typed_attach
+#endif
 };
 
 }  // namespace

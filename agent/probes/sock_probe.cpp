@@ -3,15 +3,14 @@
 // Two ways in (bpf/sock.bpf.c): the socket layer's tracepoints sock_send_length and
 // sock_recv_length as tp_btf programs (Linux 6.3+: socket I/O only, about half the per-call
 // cost, nothing on other files' read/write), else the exits of the eight read/write/send/recv
-// syscalls. LD_SOCK_SYSCALL_EXITS=1 takes the exits on any kernel: the root test of that path,
-// and a way back should the socket layer's tracepoints misbehave on some kernel.
+// syscalls. ProbeOptions::hooks.sock (--sock-hook) forces either on any kernel: the root test
+// of the exits, and a way back should the socket layer's tracepoints misbehave on some kernel.
 #include <sys/random.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -19,6 +18,7 @@
 #include "events.h"
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
+#include "probes/probe_session.hpp"
 #include "sock.skel.h"
 
 namespace ld::probes {
@@ -37,8 +37,14 @@ class SockProbe : public Probe {
   void start(ProbeContext& ctx) override {
     // One key for both tries: sock_id must not depend on which way in was taken.
     sock_id_key_ = random_u64();
-    if (!getenv("LD_SOCK_SYSCALL_EXITS")) socket_layer_ = start_socket_layer(ctx);
+    const SockHook hook = ctx.options.hooks.sock;
+    exits_asked_ = hook == SockHook::SyscallExits;
+    if (!exits_asked_) socket_layer_ = start_socket_layer(ctx);
     if (socket_layer_) return;
+    if (hook == SockHook::SocketLayer)
+      throw ProbeUnavailable(fmt::format("the socket-layer tracepoints did not {} ({}); the "
+                                         "syscall exits were not asked for",
+                                         socket_layer_error_stage_, std::strerror(-socket_layer_error_)));
     if (int err = open_and_load(ctx, false)) throw_libbpf_error("sock", "loading", err);
     // The exits tail-call the classifier (verified once, not once per syscall).
     const int slot = 0;
@@ -56,6 +62,8 @@ class SockProbe : public Probe {
     if (socket_layer_error_)
       way += fmt::format(" (the socket-layer ones did not {}: {})", socket_layer_error_stage_,
                          std::strerror(-socket_layer_error_));
+    else if (exits_asked_)
+      way += " (asked for: the socket-layer ones not tried)";
     return way + ", payload classified in-kernel";
   }
 
@@ -102,6 +110,7 @@ class SockProbe : public Probe {
   SkelPtr<sock_bpf, sock_bpf__destroy> skel_;
   uint64_t sock_id_key_ = 0;
   bool socket_layer_ = false;
+  bool exits_asked_ = false;  // hooks.sock forced the syscall exits
   int socket_layer_error_ = 0;
   const char* socket_layer_error_stage_ = "";
 };

@@ -12,7 +12,7 @@
 # syscall, dispatching on the number); `raw-both` (that and one on sys_enter); `raw-both-x5`
 # (five of each: one per family that hooks syscalls); `sock-tp` (tp_btf on
 # sock_send_length/sock_recv_length, 6.3+); `agent-exits:PROBES` (the agent with the sock
-# probe on the syscall exits older kernels get, LD_SOCK_SYSCALL_EXITS=1). Environment: CONDS="..."
+# probe on the syscall exits older kernels get, --sock-hook syscall-exits). Environment: CONDS="..."
 # runs those conditions only (none first). Do not run anything else meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -50,9 +50,9 @@ attach() {
   case "$cond" in
     none) return 0 ;;
     agent:* | agent-exits:*)
-      local exits_env=()  # the agent takes the syscall exits when this variable is set at all
-      [[ $cond != agent-exits:* ]] || exits_env=(LD_SOCK_SYSCALL_EXITS=1)
-      env "${exits_env[@]}" ./build/latency-doctor attach --pid "$idle" --probes "${cond#*:}" \
+      local hook=auto
+      [[ $cond != agent-exits:* ]] || hook=syscall-exits
+      ./build/latency-doctor attach --pid "$idle" --probes "${cond#*:}" --sock-hook "$hook" \
         --duration 1h --format json -o "$out/agent.json" 2>"$log" & ;;
     *) [ -n "${variants[$cond]:-}" ] || { echo "hook_cost: unknown condition $cond" >&2; exit 2; }
        # shellcheck disable=SC2086  # a list of NAME:COPIES

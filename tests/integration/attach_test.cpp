@@ -78,7 +78,7 @@ TEST(RootAttach, MatchesBenchOnTheSampleTarget) {
 
 // Real servers differ on the wire; the timeline must be right for each of them, through
 // either way in of the sock probe: the socket layer's tracepoints (6.3+, the default here) and
-// the syscall exits older kernels get (LD_SOCK_SYSCALL_EXITS=1).
+// the syscall exits older kernels get (--sock-hook syscall-exits).
 struct WireCase {
   std::vector<std::string> server_args;
   bool syscall_exits;
@@ -94,9 +94,9 @@ TEST_P(RootWire, CountsEveryRequestAndToken) {
   Server server(args);
   ASSERT_GT(server.port, 0);
   ld::bench::BenchResult bench;
-  if (wire_case.syscall_exits) setenv("LD_SOCK_SYSCALL_EXITS", "1", 1);
-  json report = run_and_report(server.proc->pid(), "60s", [&] { bench = drive(server, 6, 2, 8); });
-  unsetenv("LD_SOCK_SYSCALL_EXITS");
+  std::vector<std::string> hook;
+  if (wire_case.syscall_exits) hook = {"--sock-hook", "syscall-exits"};
+  json report = run_and_report(server.proc->pid(), "60s", [&] { bench = drive(server, 6, 2, 8); }, hook);
   ASSERT_FALSE(report.is_discarded());
   ASSERT_EQ(bench.failed, 0);
   EXPECT_EQ(bench.tokens, 6u * 8u);

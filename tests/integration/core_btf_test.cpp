@@ -15,6 +15,7 @@
 #include "probe_test_util.hpp"
 #include "probes/core_btf.hpp"
 #include "probes/probe.hpp"
+#include "probes/probe_session.hpp"
 
 namespace {
 
@@ -114,4 +115,20 @@ TEST(ProbeCoreBtf, IsSmallAndAnObjectItCannotReadKeepsTheDefault) {
   // A few hundred types instead of the kernel's ~100k: what made each load slow.
   EXPECT_LT(btf__type_cnt(reduced.get()) * 20, btf__type_cnt(vmlinux.get())) << core.note();
   EXPECT_GT(btf__find_by_name_kind(reduced.get(), "task_struct", BTF_KIND_STRUCT), 0);
+}
+
+// ProbeOptions::shared_core_btf = false (what the reduced BTF is measured against): every
+// object relocates against the whole kernel BTF through libbpf, and the probes attach as before.
+TEST(ProbeCoreBtf, ProbesAttachWithoutIt) {
+  if (auto why = ld::test::bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  ld::probes::ensure_tracefs();
+  ld::probes::ProbeOptions options;
+  options.tgids = {uint32_t(getpid())};
+  options.probes = {"sock", "sched", "memory"};
+  options.shared_core_btf = false;
+  ld::probes::ProbeSession session(options, [](const ld_hdr&, size_t) {});
+  for (const auto& p : session.status())
+    if (p.name == "sock" || p.name == "sched" || p.name == "memory") {
+      EXPECT_EQ(p.status, "attached") << p.name << ": " << p.reason;
+    }
 }

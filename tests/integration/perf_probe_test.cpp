@@ -24,12 +24,21 @@ using namespace std::chrono_literals;
 // must give: `expect_hz` (0: `hz`) samples per second of each thread's CPU time, user/kernel
 // mode told apart, and every kernel-mode sample's stack symbolised, through the read() the
 // thread makes. `source` is the start of the probe's detail ("scheduler tick" or
-// "cpu-clock"), which is put in `detail_out`. (void: gtest's ASSERT returns.)
+// "cpu-clock"), which is put in `detail_out`. `options`: the probe in this process with these
+// hook choices instead of `latency-doctor record`. (void: gtest's ASSERT returns.)
 void check_samples(uint32_t hz, const std::string& source, std::string* detail_out = nullptr,
-                   double expect_hz = 0) {
+                   double expect_hz = 0, const probes::ProbeOptions* options = nullptr) {
   if (expect_hz == 0) expect_hz = hz;
   Child wl({workload_path("perf_kernel_busy")});
-  Recorded rec = record_workload(wl, "perf", 20s, {"--sample-hz", std::to_string(hz)});
+  Recorded rec;
+  if (options) {
+    probes::ProbeOptions o = *options;
+    o.probes = {"perf"};
+    o.sample_hz = hz;
+    rec = record_in_process(wl, o, 20s);
+  } else {
+    rec = record_workload(wl, "perf", 20s, {"--sample-hz", std::to_string(hz)});
+  }
   ASSERT_EQ(rec.agent_exit, 0) << rec.agent_err;
   auto status = rec.probe("perf");
   ASSERT_FALSE(status.is_null());
@@ -161,12 +170,25 @@ TEST(PerfProbe, TickSamplesUserAndKernelThreads) {
 // The stack walk, where the registers check is not available or disagreed at attach.
 TEST(PerfProbe, TickSamplesUserAndKernelThreadsByStackWalk) {
   if (auto why = bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
-  setenv("LD_PERF_MODE_BY_WALK", "1", 1);
+  probes::ProbeOptions options;
+  options.hooks.perf_mode_by_walk = true;
   std::string detail;
-  check_samples(99, "scheduler tick", &detail);
-  unsetenv("LD_PERF_MODE_BY_WALK");
+  check_samples(99, "scheduler tick", &detail, 0, &options);
   if (HasFatalFailure() || IsSkipped()) return;
-  EXPECT_NE(detail.find("by a stack walk (LD_PERF_MODE_BY_WALK is set)"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("by a stack walk (the walk was asked for)"), std::string::npos) << detail;
+}
+
+// The usual source, asked for at a rate the tick would take: cpu-clock perf events, and the
+// probes table says why not the tick.
+TEST(PerfProbe, CpuClockSourceWhenAskedForBelowHz) {
+  if (auto why = bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  probes::ProbeOptions options;
+  options.hooks.perf = probes::PerfSource::PerfEvent;
+  std::string detail;
+  check_samples(99, "cpu-clock", &detail, 0, &options);
+  if (HasFatalFailure()) return;
+  EXPECT_NE(detail.find("not the scheduler tick: the cpu-clock source was asked for"), std::string::npos)
+      << detail;
 }
 
 // The tick source takes a rate up to 5% above the tick's (timer jitter, and HZ=250 for an

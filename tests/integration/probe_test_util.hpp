@@ -1,5 +1,5 @@
-// Root-tier helpers for probe tests: run a workload under `latency-doctor record`, then read
-// the trace back and pick records by type.
+// Root-tier helpers for probe tests: run a workload under `latency-doctor record` (or the
+// probes in this process, record_in_process), then pick the records by type.
 //
 // Workloads (tests/workloads/NAME.cpp -> build/ld-wl-NAME) wait for SIGUSR1 before they do
 // their work, so the probes are attached first: start the workload, start the recorder, wait
@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "events.h"
+#include "probes/probe_session.hpp"
 #include "proc_util.hpp"
 #include "trace/trace_file.hpp"
 
@@ -134,6 +135,43 @@ inline Recorded record_workload(Child& target, const std::string& probes,
     ADD_FAILURE() << "cannot read the trace: " << e.what() << "\n" << out.agent_err;
   }
   unlink(trace.c_str());
+  return out;
+}
+
+// The same as record_workload, with the probes of `options` in this process (a ProbeSession,
+// not the `record` binary): for what only ProbeOptions can ask, such as a kernel hook forced
+// (options.hooks) or, in this test build, an injected fault (options.faults). Records until
+// `target` exits (or `limit`); the trailer holds the probes' statuses as record's does.
+inline Recorded record_in_process(Child& target, probes::ProbeOptions options,
+                                  std::chrono::milliseconds limit = std::chrono::seconds(60)) {
+  using namespace std::chrono_literals;
+  Recorded out;
+  probes::ensure_tracefs();
+  options.tgids = {uint32_t(target.pid())};
+  try {
+    probes::ProbeSession session(options, [&](const ld_hdr& rec, size_t size) {
+      std::vector<uint64_t> copy((size + 7) / 8);
+      std::memcpy(copy.data(), &rec, size);
+      out.records.push_back(std::move(copy));
+    });
+    release_workload(target);
+    auto until = std::chrono::steady_clock::now() + limit;
+    while (!target.wait(0ms) && std::chrono::steady_clock::now() < until) session.poll(50);
+    if (!target.wait(0ms)) {
+      target.signal(SIGKILL);
+      target.wait(10s);
+    }
+    session.finish();
+    nlohmann::json probes = nlohmann::json::array();
+    for (const auto& p : session.status())
+      probes.push_back({{"name", p.name}, {"status", p.status}, {"reason", p.reason},
+                        {"events", p.events}, {"lost", p.lost}});
+    out.trailer = {{"probes", probes}};
+    out.agent_exit = 0;
+  } catch (const std::exception& e) {
+    out.agent_err = e.what();
+    out.agent_exit = 2;
+  }
   return out;
 }
 

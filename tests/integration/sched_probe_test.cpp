@@ -36,8 +36,17 @@ class SchedProbe : public ::testing::Test {
     if (auto why = bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
   }
 
-  Recorded record(Child& wl) {
-    Recorded rec = record_workload(wl, "sched", 20s);
+  // Under `latency-doctor record`, or in this process with `options` (a hook forced, a fault
+  // injected: what only ProbeOptions can ask).
+  Recorded record(Child& wl, const probes::ProbeOptions* options = nullptr) {
+    Recorded rec;
+    if (options) {
+      probes::ProbeOptions o = *options;
+      o.probes = {"sched"};
+      rec = record_in_process(wl, o, 20s);
+    } else {
+      rec = record_workload(wl, "sched", 20s);
+    }
     EXPECT_EQ(rec.agent_exit, 0) << rec.agent_err;
     auto status = rec.probe("sched");
     EXPECT_FALSE(status.is_null());
@@ -49,7 +58,7 @@ class SchedProbe : public ::testing::Test {
 
   // Runs the FIFO hog workload and checks the worker's preemptions; keeps the probe's reason
   // (which programs ran) in reason_.
-  void expect_preempted_by_fifo_hog();
+  void expect_preempted_by_fifo_hog(const probes::ProbeOptions* options = nullptr);
   std::string reason_;
 };
 
@@ -64,10 +73,10 @@ bool kernel_at_least(int major, int minor) {
 // The program for kernels before 5.18 (sched_switch without its prev_state argument), forced
 // on this kernel: it loads, attaches and itemises the same blocks with their waker.
 TEST_F(SchedProbe, LegacySwitchProgramRecordsBlocks) {
-  setenv("LD_SCHED_SWITCH_LEGACY", "1", 1);
+  probes::ProbeOptions options;
+  options.hooks.sched = probes::SchedHook::RawLegacySwitch;
   Child wl({workload_path("sched_wake")});
-  Recorded rec = record(wl);
-  unsetenv("LD_SCHED_SWITCH_LEGACY");
+  Recorded rec = record(wl, &options);
   EXPECT_NE(rec.probe("sched").value("reason", "").find("kernel < 5.18"), std::string::npos)
       << rec.probe("sched").dump();
   auto f = parse_fields(wl.out());
@@ -154,25 +163,25 @@ TEST_F(SchedProbe, PreemptedByFifoHog) { expect_preempted_by_fifo_hog(); }
 // the task fields they read by probe reads (waker pid, tgid and comm of a preemption, the
 // holder) come out as the typed programs' plain loads give them.
 TEST_F(SchedProbe, RawTracepointProgramsNameTheHog) {
-  setenv("LD_SCHED_RAW_TP", "1", 1);
-  expect_preempted_by_fifo_hog();
-  unsetenv("LD_SCHED_RAW_TP");
+  probes::ProbeOptions options;
+  options.hooks.sched = probes::SchedHook::RawTracepoints;
+  expect_preempted_by_fifo_hog(&options);
   EXPECT_EQ(reason_.rfind("raw tracepoints sched_switch", 0), 0u) << reason_;
 }
 
 // Typed programs that load but do not attach (simulated: they attach, then the loader is told
 // they failed) give way to the raw ones, and the probe records as before.
 TEST_F(SchedProbe, TypedProgramsThatDoNotAttachGiveWayToRawOnes) {
-  setenv("LD_SCHED_FAIL_TYPED_ATTACH", "1", 1);
-  expect_preempted_by_fifo_hog();
-  unsetenv("LD_SCHED_FAIL_TYPED_ATTACH");
+  probes::ProbeOptions options;
+  options.faults.sched_typed_attach = true;  // ld_probes_test: this test build only
+  expect_preempted_by_fifo_hog(&options);
   EXPECT_EQ(reason_.rfind("raw tracepoints sched_switch", 0), 0u) << reason_;
   EXPECT_NE(reason_.find("typed ones did not attach"), std::string::npos) << reason_;
 }
 
-void SchedProbe::expect_preempted_by_fifo_hog() {
+void SchedProbe::expect_preempted_by_fifo_hog(const probes::ProbeOptions* options) {
   Child wl({workload_path("sched_cpu_hog")});
-  Recorded rec = record(wl);
+  Recorded rec = record(wl, options);
   reason_ = rec.probe("sched").value("reason", "");
   auto f = parse_fields(wl.out());
   auto bursts = parse_bursts(wl.out());
