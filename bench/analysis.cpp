@@ -296,7 +296,6 @@ class Generator {
     ld_sock_io io{};
     io.hdr = hdr(LD_EV_SOCK_IO, c.tid, ts);
     io.sock_id = c.sock_id;
-    io.dur_ns = 3 * kUs;
     io.ret = ret;
     io.fd = 7;
     io.lport = 8000;

@@ -69,7 +69,7 @@ static __always_inline void ld_bench_sock_io(struct ld_bench_loop *l, __u64 seq,
 		return;
 	ld_bench_subject(&e->hdr, l->tgid, seq);
 	e->sock_id = 0x5bd1e995ULL * (1 + (seq % 64));
-	e->dur_ns = 2000 + (r & 0xfff);
+	e->reserved = 0;  /* as the sock probe writes it */
 	e->ret = 40 + ((r >> 12) & 0xff);
 	e->fd = 10 + (__u32)(seq % 64);
 	e->lport = 8000;

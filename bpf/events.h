@@ -142,8 +142,9 @@ enum ld_io_syscall {
 struct ld_sock_io {
 	struct ld_hdr hdr;   /* hdr.ts_ns = syscall exit */
 	ld_u64 sock_id;      /* opaque per-socket id (stable for the socket's life) */
-	ld_u64 dur_ns;       /* 0: not measured (the probe hooks only the exit; a call that
-	                      * blocked is in the sched probe's off-CPU records) */
+	ld_u64 reserved;     /* always 0 (a duration the probe does not measure: it hooks only
+	                      * the exit, and a call that blocked is in the sched probe's off-CPU
+	                      * records); kept so that the layout of recorded traces holds */
 	ld_s64 ret;          /* bytes moved, or -errno */
 	ld_u32 fd;
 	ld_u16 lport;        /* local port, host order (0 for AF_UNIX) */
@@ -279,8 +280,10 @@ enum ld_syscall_kind {
 	/* writeback/balance_dirty_pages: the thread was put to sleep for dirtying pages
 	 * faster than the disk writes them.  dur_ns = the pause the kernel chose. */
 	LD_SYS_DIRTY_THROTTLE = 22,
-	LD_SYS_FUTEX_WAIT = 32, LD_SYS_FUTEX_WAKE, LD_SYS_FUTEX_LOCK_PI,
-	LD_SYS_NANOSLEEP = 48, LD_SYS_EPOLL_WAIT, LD_SYS_POLL,
+	/* 33 was a futex wake kind that no probe wrote: not to be reused. */
+	LD_SYS_FUTEX_WAIT = 32, LD_SYS_FUTEX_LOCK_PI = 34,
+	/* 48-50 were sleep kinds that no probe wrote (a sleep is in the sched probe's off-CPU
+	 * record, with its syscall number): not to be reused. */
 };
 
 /* futex arg1 for the futex2 syscalls (futex(2) puts its raw op there, < 0x100 | flags). */
@@ -378,7 +381,7 @@ struct ld_reclaim {
 /* How the GIL's futex words were found: the address a thread waits on while
  * inside take_gil (local symbol, needs .symtab) or PyEval_RestoreThread
  * (exported, for stripped builds), learned with temporary uprobes. */
-enum ld_gil_method { LD_GIL_TAKE_GIL = 1, LD_GIL_RESTORE_THREAD = 2, LD_GIL_RUNTIME = 3 };
+enum ld_gil_method { LD_GIL_TAKE_GIL = 1, LD_GIL_RESTORE_THREAD = 2 };  /* 3: never written, not to be reused */
 /* The futex words of a process's GIL: futex waits of that tgid on an address
  * in [uaddr_lo, uaddr_hi) are GIL waits.  One record per learned word (glibc
  * condvars wait on two alternating words, the mutex on a third); made in user
@@ -500,9 +503,6 @@ struct ld_probe_counters {
 	ld_u64 dropped;
 };
 
-/* The kernel classifies at most this many bytes of a payload. */
-#define LD_CLASSIFY_BYTES 64
-
 /* ------------------------------------------------------------ layout checks
  * The records above are the on-disk format of every trace written: a change
  * of any size or offset checked here fails the build until it is meant, and
@@ -525,7 +525,7 @@ LD_LAYOUT_CHECK(LD_COMM_LEN == 16);
 LD_SIZE(ld_hdr, 24); LD_AT(ld_hdr, type, 0); LD_AT(ld_hdr, size, 2); LD_AT(ld_hdr, cpu, 4);
 LD_AT(ld_hdr, tgid, 8); LD_AT(ld_hdr, tid, 12); LD_AT(ld_hdr, ts_ns, 16);
 LD_SIZE(ld_sock_io, 64); LD_AT(ld_sock_io, hdr, 0); LD_AT(ld_sock_io, sock_id, 24);
-LD_AT(ld_sock_io, dur_ns, 32); LD_AT(ld_sock_io, ret, 40); LD_AT(ld_sock_io, fd, 48);
+LD_AT(ld_sock_io, reserved, 32); LD_AT(ld_sock_io, ret, 40); LD_AT(ld_sock_io, fd, 48);
 LD_AT(ld_sock_io, lport, 52); LD_AT(ld_sock_io, rport, 54); LD_AT(ld_sock_io, family, 56);
 LD_AT(ld_sock_io, dir, 58); LD_AT(ld_sock_io, syscall, 59); LD_AT(ld_sock_io, cls, 60);
 LD_AT(ld_sock_io, sse_events, 61);

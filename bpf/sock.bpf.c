@@ -18,7 +18,7 @@
  * Either way a call's arguments are read back from the user registers the
  * syscall entry saved (ld_call_args), so no entry program, no per-thread
  * slot and no map lookup by tid; the price is that a call's duration is not
- * measured (ld_sock_io.dur_ns is 0: a call that blocked is in the sched
+ * measured (ld_sock_io.reserved is 0: a call that blocked is in the sched
  * probe's off-CPU records, with its syscall).
  */
 #include "vmlinux.h"
@@ -238,7 +238,7 @@ static __always_inline int ld_sock_record(struct ld_sock_cpu *cpu, long ret)
 	if (!e)
 		return 0;
 	e->sock_id = in->sock_id;
-	e->dur_ns = 0; /* not measured: no entry program (see the top) */
+	e->reserved = 0; /* no duration: no entry program (see the top) */
 	e->ret = ret;
 	e->fd = in->fd;
 	e->lport = in->lport;

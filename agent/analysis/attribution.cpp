@@ -103,9 +103,6 @@ const char* syscall_kind_name(uint32_t kind) {
     case LD_SYS_DIRTY_THROTTLE: return "dirty page throttling";
     case LD_SYS_FUTEX_WAIT: return "futex";
     case LD_SYS_FUTEX_LOCK_PI: return "futex_lock_pi";
-    case LD_SYS_NANOSLEEP: return "nanosleep";
-    case LD_SYS_EPOLL_WAIT: return "epoll_wait";
-    case LD_SYS_POLL: return "poll";
     default: return "syscall";
   }
 }
@@ -115,7 +112,6 @@ bool is_memory_kind(uint32_t kind) { return kind >= LD_SYS_MMAP && kind <= LD_SY
 bool grows_mapping(uint32_t kind) { return kind == LD_SYS_MMAP || kind == LD_SYS_BRK || kind == LD_SYS_MREMAP; }
 bool is_disk_kind(uint32_t kind) { return kind >= LD_SYS_FSYNC && kind <= LD_SYS_DIRTY_THROTTLE; }
 bool is_futex_kind(uint32_t kind) { return kind == LD_SYS_FUTEX_WAIT || kind == LD_SYS_FUTEX_LOCK_PI; }
-bool is_sleep_kind(uint32_t kind) { return kind >= LD_SYS_NANOSLEEP && kind <= LD_SYS_POLL; }
 
 // Items of a list sorted by start that overlap [a, b]. Calls and stalls longer than the
 // look-back are not found from windows that begin after their first minute (a 60 s epoll_wait
@@ -237,12 +233,12 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
     left -= short_runnable;
   }
   // Timed calls and stalls while on CPU, by priority: reclaim, memory calls, sync calls; then
-  // waits that cannot be CPU time at all (a futex wait or a sleep of >= 100 us): they show up
+  // waits that cannot be CPU time at all (a futex wait of >= 100 us): they show up
   // here when the scheduler itemised no off-CPU interval for them (waits under its 1 ms
   // threshold are summed, and a missed switch would otherwise turn a 300 ms lock wait into
   // compute).
   // Indexed in that priority order: each set keeps only what the ones before it left.
-  enum Timed { kReclaimed, kMemory, kDisk, kGilWait, kLockWait, kSleep, kTimedKinds };
+  enum Timed { kReclaimed, kMemory, kDisk, kGilWait, kLockWait, kTimedKinds };
   std::array<Intervals, kTimedKinds> timed;
   auto clip_into = [&](Timed kind, uint64_t start, uint64_t end) {
     timed[kind].add(std::max(a, start), std::min(b, end));
@@ -265,8 +261,6 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
                       if (longer(biggest_disk, s)) biggest_disk = &s;
                     } else if (is_futex_kind(s.kind)) {
                       clip_into(store_.is_gil_address(t->tgid, s.arg0) ? kGilWait : kLockWait, s.start_ns, s.end_ns);
-                    } else if (is_sleep_kind(s.kind)) {
-                      clip_into(kSleep, s.start_ns, s.end_ns);
                     }
                   });
   // Most running spans overlap no timed call: empty sets cost no interval arithmetic.
@@ -298,8 +292,6 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
     note(acc, Cause::kGil, ns, {{"method", store_.gil_method(t->tgid)}}, {{"wait_ms", ms(ns)}});
   if (uint64_t ns = take(Cause::kLockContention, only[kLockWait].total()); ns && evidence)
     note(acc, Cause::kLockContention, ns, {{"syscall", "futex"}}, {{"wait_ms", ms(ns)}});
-  if (uint64_t ns = take(Cause::kAppWait, only[kSleep].total()); ns && evidence)
-    note(acc, Cause::kAppWait, ns, {{"syscall", "sleep or poll"}}, {});
   // Page faults are counted, not timed: their time comes from the samples below.
   double faults = 0;
   for_overlapping(t->faults, cur.faults, t->longest.faults, a, b, [](const Faults& f) { return f.first_ns; },
@@ -428,9 +420,6 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
   } else if (call && is_futex_kind(call->kind)) {
     cause = Cause::kLockContention;
     if (ev) strings["uaddr"] = hex(call->arg0);
-  } else if (call && is_sleep_kind(call->kind)) {
-    cause = Cause::kAppWait;
-    if (ev) strings["syscall"] = syscall_kind_name(call->kind);
   } else {
     cause = cause_of_blocking_syscall(off.syscall_nr);
     if (cause == Cause::kUnknown && off.kstack_id >= 0) {

@@ -326,7 +326,6 @@ std::string EvidenceStore::gil_method(uint32_t tgid) const {
   switch (it->second) {
     case LD_GIL_TAKE_GIL: return "take_gil";
     case LD_GIL_RESTORE_THREAD: return "PyEval_RestoreThread";
-    case LD_GIL_RUNTIME: return "_PyRuntime";
     default: return "unknown";
   }
 }

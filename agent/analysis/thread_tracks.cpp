@@ -42,9 +42,6 @@ std::string syscall_detail(const ld_syscall& ev, const std::string& path) {
     case LD_SYS_DIRTY_THROTTLE: return "dirty-page throttling (balance_dirty_pages)";
     case LD_SYS_FUTEX_WAIT: return fmt::format("futex wait on {:#x}", ev.arg0);
     case LD_SYS_FUTEX_LOCK_PI: return fmt::format("futex lock_pi on {:#x}", ev.arg0);
-    case LD_SYS_NANOSLEEP: return "nanosleep";
-    case LD_SYS_EPOLL_WAIT: return "epoll_wait";
-    case LD_SYS_POLL: return "poll";
     default: return "";  // MEM_AGG sums many calls, FUTEX_WAKE does not wait
   }
 }

@@ -160,7 +160,7 @@ class CgroupProbe : public Probe {
       targets = targets_;
     }
     std::vector<Watched> next;
-    util::FileReader read = files_.reader();  // paced reads (util/pacing.hpp)
+    util::FileReader read = files_.reader();
     for (uint32_t tgid : targets) {
       // Membership as the kernel shows it; the directories are derived again (reading the
       // mount table, which costs more than the rest of a sample) only when it changed.

@@ -159,10 +159,7 @@ class GilProbe : public Probe {
 
   // Finds the Python runtime in the process's mappings and arms the learning uprobes.
   void search(Proc& p, uint64_t now) {
-    // In paced steps (util/pacing.hpp; the last one comes before the parse): the maps of a
-    // large server, made as they are read, and their parse are ~0.1-0.3 ms of a wake-up a
-    // server thread may be waiting behind.
-    std::string maps = util::read_file_paced(fmt::format("/proc/{}/maps", p.tgid));
+    std::string maps = util::read_file(fmt::format("/proc/{}/maps", p.tgid));
     if (maps.empty()) {
       p.phase = Phase::Gone;
       return;

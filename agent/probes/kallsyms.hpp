@@ -154,7 +154,7 @@ class KernelAddressNames {
 // The map must stay open until the probes' finish() has run.
 void open_kernel_symbols(int stack_map_fd);
 
-// The names of `addrs`, from one paced pass over /proc/kallsyms (the file open_kernel_symbols()
+// The names of `addrs`, from one streamed pass over /proc/kallsyms (the file open_kernel_symbols()
 // opened, else a new open).
 KernelAddressNames name_kernel_addresses(std::vector<uint64_t> addrs);
 

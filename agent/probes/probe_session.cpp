@@ -27,7 +27,6 @@
 #include "probes/core_btf.hpp"
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
-#include "util/pacing.hpp"
 
 namespace ld::probes {
 namespace {
@@ -87,47 +86,6 @@ class TargetBitmap {
   uint64_t* words_ = nullptr;
 };
 
-// How much of the ring buffer is unread, from its two position pages (mapped read-only: the
-// kernel advances the producer's, libbpf the consumer's). libbpf 1.1 has no call for it
-// (ring__avail_data_size came in 1.3).
-class RingFill {
- public:
-  RingFill(int ring_fd, uint64_t ring_bytes) : ring_bytes_(ring_bytes) {
-    page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    void* pages = mmap(nullptr, 2 * page_, PROT_READ, MAP_SHARED, ring_fd, 0);
-    if (pages == MAP_FAILED) throw_libbpf_error("the ring buffer", "mapping its positions", -errno);
-    pages_ = static_cast<unsigned char*>(pages);
-  }
-  ~RingFill() { munmap(pages_, 2 * page_); }
-  RingFill(const RingFill&) = delete;
-  RingFill& operator=(const RingFill&) = delete;
-
-  uint64_t unread() const {
-    auto* consumer = reinterpret_cast<const unsigned long*>(pages_);
-    auto* producer = reinterpret_cast<const unsigned long*>(pages_ + page_);
-    unsigned long cons = __atomic_load_n(consumer, __ATOMIC_ACQUIRE);
-    unsigned long prod = __atomic_load_n(producer, __ATOMIC_ACQUIRE);
-    return prod - cons;
-  }
-  // Below the kernel's first wake-up mark: woken by the timer, or nearly caught up.
-  bool below_first_mark() const { return unread() < ring_bytes_ / LD_RING_WAKE_PARTS; }
-
- private:
-  uint64_t ring_bytes_;
-  size_t page_ = 0;
-  unsigned char* pages_ = nullptr;
-};
-
-// The ring is read in pieces of this many records (~5-25 us of dispatch and analysis on the
-// reference VM, more when cold), each a step of paced work (util/pacing.hpp) while less than a
-// wake-up mark is unread: a second's ~3,000 records of the bench load read at once were one
-// 60-235 us stretch on a CPU a server thread waited for. A ring filling faster than that
-// (past a mark) is read without pause, so a burst loses nothing.
-constexpr uint32_t kRecordsPerPiece = 32;
-// What the record callback returns to libbpf to end a piece: libbpf stops at a callback's
-// negative return, with that record consumed, and passes the value up.
-constexpr int kPieceDone = -EAGAIN;
-
 // The tick for user-space sampling: every ProbeOptions::tick_ns unless a probe asks sooner
 // (Probe::next_tick_ns).
 constexpr uint64_t kMinTickNs = 10'000'000;  // a probe's deadline in the past: not a busy loop
@@ -173,11 +131,9 @@ struct ProbeSession::Impl {
   std::vector<RunningProbe> probes;
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring;
   uint64_t malformed_records = 0;
-  std::unique_ptr<RingFill> fill;
   uint64_t next_tick = 0;
   bool delivering = true;
   bool finished = false;  // the probes' finish() ran: no tick after it
-  uint32_t piece_left = kRecordsPerPiece;  // records until the current piece ends
 
   static int handle(void* ctx, void* data, size_t size) {
     auto* self = static_cast<Impl*>(ctx);
@@ -186,33 +142,20 @@ struct ProbeSession::Impl {
       self->malformed_records++;
     else if (self->delivering)
       self->on_record(*hdr, hdr->size);
-    return --self->piece_left == 0 ? kPieceDone : 0;
+    return 0;
   }
 
-  // One piece (see kRecordsPerPiece): the records taken, kPieceDone if there may be more, or
-  // a libbpf error.
-  int piece() {
-    piece_left = kRecordsPerPiece;
-    return ring_buffer__consume(ring.get());
-  }
-
-  // Waits up to timeout_ms for the ring buffer to wake us (its own epoll fd: the wait is
-  // ours, so the paced stretch begins after it), then takes all it holds, in pieces; returns
-  // the records taken or an error.
+  // Waits up to timeout_ms for the ring buffer to wake us (its own epoll fd: a target's pidfd
+  // can be in the set too), then takes all it holds; returns the records taken or an error.
+  // All at once: the deployed agent is alone in its scheduling group, where yielding between
+  // pieces gave the CPU away in 2-16 of 785-1306 yields a run (docs/performance.md).
   int drain(int timeout_ms) {
     if (timeout_ms != 0) {
       epoll_event ev{};
       if (epoll_wait(ring_buffer__epoll_fd(ring.get()), &ev, 1, timeout_ms) < 0 && errno != EINTR)
         return -errno;  // EINTR: a signal ended the wait; still take what is there
     }
-    util::pace_begin();
-    int taken = 0;
-    while (true) {
-      int n = piece();
-      if (n != kPieceDone) return n < 0 ? n : taken + n;
-      taken += int(kRecordsPerPiece);
-      if (fill->below_first_mark()) util::pace();
-    }
+    return ring_buffer__consume(ring.get());
   }
 
   // The earliest of `next` and the probes' own deadlines (Probe::next_tick_ns), such as the
@@ -385,7 +328,6 @@ ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record
   if (!impl_->ring)
     throw ProbeError(ProbeError::Kind::Other,
                      fmt::format("opening the ring buffer failed: {}", std::strerror(errno)));
-  impl_->fill = std::make_unique<RingFill>(impl_->events.get(), impl_->options.ringbuf_bytes);
   uint64_t now = host::monotonic_now_ns();
   impl_->next_tick = impl_->earliest_deadline(now, now + options.tick_ns);
 }
@@ -428,10 +370,6 @@ int ProbeSession::poll(int timeout_ms) {
     auto emit = impl_->emitter();
     for (auto& p : impl_->probes) {
       if (!p.probe) continue;
-      // Each probe's tick is a step of paced work (util/pacing.hpp), and the file reads
-      // within it are steps too: all of a second's work at once (~0.6 ms) delayed one token
-      // of each wake-up past the TPOT p99.
-      util::pace();
       p.probe->tick(now, emit);
     }
     impl_->next_tick = impl_->earliest_deadline(now, now + impl_->options.tick_ns);

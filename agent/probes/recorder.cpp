@@ -23,7 +23,6 @@
 #include "probes/probe_session.hpp"
 #include "trace/trace_file.hpp"
 #include "trace/trace_header.hpp"
-#include "util/pacing.hpp"
 
 namespace ld::probes {
 namespace {
@@ -65,6 +64,7 @@ trace::TraceHeader make_header(const RecordOptions& options, const std::vector<u
   auto first = host::read_process(options.pids.front());
   trace::TraceHeader header;
   header.agent_version = LD_VERSION;
+  header.record_layout_version = LD_RECORD_LAYOUT_VERSION;
   header.created_unix_ns = host::realtime_now_ns();
   header.realtime_minus_monotonic_ns = offset;
   header.start_mono_ns = start_mono;
@@ -295,13 +295,10 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
       if (auto note = drop_capabilities(false); !note.empty()) result.warnings.push_back(note);
       attach_caps_kept = false;
     }
-    // Steps of paced work (util/pacing.hpp), like the probes' ticks before them.
     if (writer && write_error.empty() && now - last_flush >= interval_ms * 1000000ULL) {
-      util::pace();
       try { writer->flush(); } catch (const std::exception& e) { write_error = e.what(); }
       last_flush = now;
     }
-    util::pace();
     progress.tick(now, start, options.duration_ms, status ? status() : "");
   }
   const OwnUsage usage_stopped = own_usage();

@@ -133,6 +133,7 @@ json to_json(const TraceHeader& h) {
   if (h.start_mono_ns) clock["start_mono_ns"] = *h.start_mono_ns;
   json out = {
       {"agent", {{"name", "latency-doctor"}, {"version", h.agent_version}}},
+      {"record_layout_version", h.record_layout_version},
       {"created_unix_ns", h.created_unix_ns},
       {"clock", clock},
       {"target",
@@ -196,6 +197,8 @@ TraceMeta read_meta(const json& header, const json& trailer) {
   const json agent = fields.object(header, "agent", "header agent");
   h.agent_version = fields.str(agent, "version", "", "header agent.version");
   h.created_unix_ns = fields.u64(header, "created_unix_ns", 0, "header created_unix_ns");
+  h.record_layout_version = static_cast<uint32_t>(
+      std::min<uint64_t>(fields.u64(header, "record_layout_version", 1, "header record_layout_version"), UINT32_MAX));
   h.children = fields.boolean(target, "children", false, "header target.children");
   h.duration_requested_ms = fields.u64(header, "duration_requested_ms", 0, "header duration_requested_ms");
   h.probes_requested = fields.strings(header, "probes_requested", "header probes_requested");

@@ -20,6 +20,8 @@ namespace ld::trace {
 
 struct TraceHeader {
   std::string agent_version;                 // the latency-doctor that recorded
+  // LD_RECORD_LAYOUT_VERSION (bpf/events.h) of the records; 1 in traces older than the field.
+  uint32_t record_layout_version = 1;
   uint64_t created_unix_ns = 0;
   int64_t realtime_minus_monotonic_ns = 0;   // converts the records' CLOCK_MONOTONIC stamps
   std::optional<uint64_t> start_mono_ns;     // the window's start; absent: the first record's

@@ -7,11 +7,9 @@
 #include <cerrno>
 #include <optional>
 
-#include "util/pacing.hpp"
-
 namespace ld::util {
 
-bool read_pieces(int fd, size_t chunk, bool paced, const std::function<void(std::string_view)>& consume) {
+bool read_pieces(int fd, size_t chunk, const std::function<void(std::string_view)>& consume) {
   char buf[4096];
   chunk = std::min(chunk, sizeof(buf));
   off_t offset = 0;
@@ -24,17 +22,15 @@ bool read_pieces(int fd, size_t chunk, bool paced, const std::function<void(std:
     if (n == 0) return true;
     consume(std::string_view(buf, size_t(n)));
     offset += n;
-    if (paced) pace();
   }
 }
 
 namespace {
 
-// The whole file from offset 0, or nullopt when a read fails. Paced: `chunk` bytes a read, each
-// a step of paced work (util/pacing.hpp).
-std::optional<std::string> read_from_start(int fd, size_t chunk = 4096, bool paced = false) {
+// The whole file from offset 0, or nullopt when a read fails.
+std::optional<std::string> read_from_start(int fd) {
   std::string text;
-  if (!read_pieces(fd, chunk, paced, [&](std::string_view piece) { text.append(piece); })) return std::nullopt;
+  if (!read_pieces(fd, 4096, [&](std::string_view piece) { text.append(piece); })) return std::nullopt;
   return text;
 }
 
@@ -52,16 +48,6 @@ std::string read_file(const std::string& path) {
   return text.value_or("");
 }
 
-std::string read_file_paced(const std::string& path) {
-  int fd = open_for_reading(path);
-  if (fd < 0) return "";
-  pace();  // opening /proc/PID/maps checks ptrace access and takes the mm: ~0.1 ms cold
-  // 1 KiB: a seq_file makes about as much as is asked per read.
-  std::optional<std::string> text = read_from_start(fd, 1024, /*paced=*/true);
-  close(fd);
-  return text.value_or("");
-}
-
 FileCache::~FileCache() { close_all(); }
 
 void FileCache::close_all() {
@@ -70,10 +56,7 @@ void FileCache::close_all() {
 }
 
 FileReader FileCache::reader() {
-  return [this](const std::string& path) {
-    pace();
-    return read(path);
-  };
+  return [this](const std::string& path) { return read(path); };
 }
 
 std::string FileCache::read(const std::string& path) {

@@ -11,20 +11,15 @@ namespace ld::util {
 // The file's contents, or "" when it cannot be read.
 std::string read_file(const std::string& path);
 
-// read_file in steps of paced work (util/pacing.hpp), 1 KiB at a time: for files that the
-// kernel makes as they are read and that can be long, such as /proc/PID/maps.
-std::string read_file_paced(const std::string& path);
-
 // `fd` from offset 0 to its end, `chunk` bytes (at most 4 KiB) a pread, each piece handed to
-// `consume` as it comes; with `paced`, each read is a step of paced work (util/pacing.hpp). For
-// long kernel-made files read once (/proc/kallsyms, ~5 MB) without holding them whole. False
-// when a read fails.
-bool read_pieces(int fd, size_t chunk, bool paced, const std::function<void(std::string_view)>& consume);
+// `consume` as it comes. For long kernel-made files read once (/proc/kallsyms, ~5 MB) without
+// holding them whole. False when a read fails.
+bool read_pieces(int fd, size_t chunk, const std::function<void(std::string_view)>& consume);
 
 // How host code reads a file: read_file, or a FileCache's read.
 using FileReader = std::function<std::string(const std::string& path)>;
 
-// For files read again and again (the probes' once-a-second /proc and cgroup samples): each
+// For files read again and again (the probes' /proc and cgroup samples, every read interval): each
 // stays open and is read afresh from offset 0 (seq_file and kernfs files produce their
 // contents again at offset 0). That saves the path walk of an open and the close: about half
 // of what reading a small /proc or cgroup file costs, and the agent does such reads in the
@@ -41,9 +36,7 @@ class FileCache {
 
   // The file's contents, or "" when it cannot be read.
   std::string read(const std::string& path);
-  // A reader for host functions; valid while this cache lives. Each read is a step of paced
-  // work (util/pacing.hpp): a busy thread of the target the agent took the CPU from waits out
-  // a file's read or two (10-100 us each, cold), not a whole sample of several files.
+  // A reader for host functions; valid while this cache lives.
   FileReader reader();
   size_t open_files() const { return fds_.size(); }
 

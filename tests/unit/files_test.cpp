@@ -13,7 +13,6 @@
 
 #include "host/host_facts.hpp"
 #include "util/files.hpp"
-#include "util/pacing.hpp"
 
 namespace ld::util {
 namespace {
@@ -79,29 +78,17 @@ TEST_F(Files, ReaderReadsThroughTheCache) {
   EXPECT_EQ(cache.open_files(), 1u);
 }
 
-TEST_F(Files, PacedReadGivesTheWholeFile) {
-  write("a", std::string(5000, 'y') + "end");  // several 1 KiB steps
-  EXPECT_EQ(read_file_paced(dir_ + "/a"), std::string(5000, 'y') + "end");
-  EXPECT_EQ(read_file_paced(dir_ + "/missing"), "");
-  // A seq_file read in steps: the same text as one read (the first line, to stay stable).
-  std::string maps = read_file_paced("/proc/self/maps");
-  ASSERT_FALSE(maps.empty());
-  EXPECT_EQ(maps.substr(0, maps.find('\n')), read_file("/proc/self/maps").substr(0, maps.find('\n')));
-}
-
-TEST(Pacing, YieldsOnlyOnceTheBudgetIsSpent) {
-  pace_begin();
-  auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(2 * kPaceBudgetNs);
-  while (std::chrono::steady_clock::now() < until) {}
-  EXPECT_TRUE(pace());  // spent: yields
-  // A fresh stretch does not yield (a preemption between the two calls could spend it: one
-  // of many tries is enough).
-  bool kept_the_cpu = false;
-  for (int i = 0; i < 100 && !kept_the_cpu; ++i) {
-    pace_begin();
-    kept_the_cpu = !pace();
-  }
-  EXPECT_TRUE(kept_the_cpu);
+TEST_F(Files, PiecesGiveTheWholeFileInOrder) {
+  write("a", std::string(5000, 'y') + "end");  // several 1 KiB pieces
+  const int fd = open((dir_ + "/a").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  std::string text;
+  size_t pieces = 0;
+  EXPECT_TRUE(read_pieces(fd, 1024, [&](std::string_view piece) { text.append(piece); ++pieces; }));
+  close(fd);
+  EXPECT_EQ(text, std::string(5000, 'y') + "end");
+  EXPECT_EQ(pieces, 5u);
+  EXPECT_FALSE(read_pieces(-1, 1024, [](std::string_view) {}));
 }
 
 TEST(ProcessAlive, TellsLiveFromZombieAndGone) {

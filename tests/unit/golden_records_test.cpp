@@ -62,7 +62,7 @@ ld_sock_io sock_io() {
   ld_sock_io r{};
   r.hdr = hdr(LD_EV_SOCK_IO, sizeof(r), 1);
   r.sock_id = 0x5c0c1d0000000001ULL;
-  r.dur_ns = 0x0d00000000000002ULL;
+  r.reserved = 0x0d00000000000002ULL;
   r.ret = -0x0e00000000000003LL;
   r.fd = 0xfd000004;
   r.lport = 8004;
@@ -360,7 +360,7 @@ void check_hdr(const ld_hdr& got, const ld_hdr& want) {
 
 void check(const ld_sock_io& got, const ld_sock_io& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(sock_id); FIELD(dur_ns); FIELD(ret); FIELD(fd); FIELD(lport); FIELD(rport); FIELD(family);
+  FIELD(sock_id); FIELD(reserved); FIELD(ret); FIELD(fd); FIELD(lport); FIELD(rport); FIELD(family);
   FIELD(dir); FIELD(syscall); FIELD(cls); FIELD(sse_events);
 }
 void check(const ld_sock_close& got, const ld_sock_close& want) {
