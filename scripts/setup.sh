@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs what latency-doctor needs on Debian 12 and builds it into build/.
-# Idempotent: safe to run again; installs only what is missing.
+# Installs what latency-doctor needs on Debian 12 and builds it into build/ (or $BUILD_DIR).
+# Idempotent: safe to run again; installs only what is missing. With arguments, builds only those
+# targets (scripts/demo.sh: latency-doctor ld-sample-server); without, everything (tests too).
+# Usage: bash scripts/setup.sh [TARGET...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +14,7 @@ PACKAGES=(
   libtomlplusplus-dev                  # rule files (TOML)
   libdeflate-dev                       # trace chunks: zlib streams, 2-3x zlib's speed
   libgtest-dev util-linux              # tests (setpriv drops privileges in one)
+  nginx-light                          # tests: a real proxy in front of the sample server
 )
 
 missing=()
@@ -23,7 +26,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then echo "setup: run as root to install packages" >&2; exit 2; fi
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # RUNLEVEL=1: invoke-rc.d starts no service a package brings (nginx: the tests run their own).
+  RUNLEVEL=1 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # Tracepoints are attached through tracefs.
@@ -31,6 +35,11 @@ if [ ! -d /sys/kernel/tracing/events ] && [ ! -d /sys/kernel/debug/tracing/event
   mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || echo "setup: warning: could not mount tracefs" >&2
 fi
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j"$(nproc)"
-echo "setup: built build/latency-doctor"
+build_dir=${BUILD_DIR:-build}
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+if [ $# -gt 0 ]; then
+  cmake --build "$build_dir" -j"$(nproc)" --target "$@"
+else
+  cmake --build "$build_dir" -j"$(nproc)"
+fi
+echo "setup: built $build_dir/latency-doctor"

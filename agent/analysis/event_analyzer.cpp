@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "analysis/attribution.hpp"
+#include "analysis/client_join.hpp"
+#include "analysis/definitions.hpp"
 #include "analysis/record_view.hpp"
 #include "analysis/summary.hpp"
 #include "events.h"
@@ -60,12 +63,13 @@ void EventAnalyzer::on_record(const ld_hdr& rec, size_t size) {
 }
 
 model::Report EventAnalyzer::finish(const nlohmann::json& header, const nlohmann::json& trailer,
-                                    const std::string& token_source, std::vector<std::string> warnings) {
-  return finish(trace::read_meta(header, trailer), token_source, std::move(warnings));
+                                    const std::string& token_source, std::vector<std::string> warnings,
+                                    const std::string& client_source) {
+  return finish(trace::read_meta(header, trailer), token_source, std::move(warnings), client_source);
 }
 
 model::Report EventAnalyzer::finish(const trace::TraceMeta& meta, const std::string& token_source,
-                                    std::vector<std::string> warnings) {
+                                    std::vector<std::string> warnings, const std::string& client_source) {
   const trace::TraceHeader& header = meta.header;
   const int64_t offset = header.realtime_minus_monotonic_ns;
   const uint64_t start = header.start_mono_ns.value_or(first_ts_);
@@ -73,6 +77,11 @@ model::Report EventAnalyzer::finish(const trace::TraceMeta& meta, const std::str
   if (!meta.trailer.present)
     warnings.push_back("the trace has no trailer (was the agent killed?): the window ends at the "
                        "last event and probe counters are unknown");
+  if (header.record_layout_version > LD_RECORD_LAYOUT_VERSION)
+    warnings.push_back(fmt::format("the trace's records are of layout {}, this latency-doctor reads layout {}: "
+                                   "read it with the version that recorded it ({})",
+                                   header.record_layout_version, LD_RECORD_LAYOUT_VERSION,
+                                   header.agent_version.empty() ? "unknown" : header.agent_version));
   if (malformed_) warnings.push_back(fmt::format("{} malformed event record(s) skipped", malformed_));
   if (unknown_types_)
     warnings.push_back(fmt::format("{} event record(s) of types this version does not know "
@@ -98,7 +107,30 @@ model::Report EventAnalyzer::finish(const trace::TraceMeta& meta, const std::str
     }
   }
 
+  // The client side: a client's token log joined to the server's requests.
+  std::optional<Timeline> client_log;
+  std::string client_name;
+  if (client_source.rfind("jsonl:", 0) == 0) {
+    try {
+      auto log = tokens::read_token_log(client_source.substr(6), offset);
+      for (auto& w : log.warnings) warnings.push_back(std::move(w));
+      client_log = std::move(log.timeline);
+      client_name = client_source;
+      keep_requests_in_window(*client_log, start, end, warnings);
+    } catch (const std::exception& e) {
+      warnings.push_back(fmt::format("{}; the report has no client side", e.what()));
+    }
+  }
+  const Timeline& server_side = from_log ? server_timeline : timeline;
+  const Timeline* client_side = client_log ? &*client_log : from_log ? &timeline : nullptr;
+  if (client_side && !client_log) client_name = used_source;
+
   auto report = build_report(timeline, header.target, start, std::max(start, end), offset);
+  if (!server_side.requests.empty()) report.definitions.server = measure_definitions(server_side);
+  if (client_side && !client_side->requests.empty()) {
+    report.definitions.client = measure_definitions(*client_side);
+    report.client_join = join_client(*client_side, server_side, client_name, warnings);
+  }
   report.token_source = used_source;
   report.probes = meta.trailer.probes.empty() ? header.probes : meta.trailer.probes;
   report.agent = meta.trailer.agent;

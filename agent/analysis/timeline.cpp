@@ -45,7 +45,9 @@ struct Item {
   uint8_t syscall = 0;
   uint8_t cls = 0;
   uint8_t sse_events = 0;
+  uint16_t rport = 0;  // the peer's port: on a served connection, the client's
 };
+static_assert(sizeof(Item) == 32, "Item is buffered by the million: keep it 32 bytes");
 
 using SocketKey = std::pair<uint32_t, uint64_t>;  // (tgid, sock_id)
 
@@ -182,6 +184,7 @@ class ConnectionMachine {
     p.request.tgid = result_.tgid;
     p.request.start_ns = ev.ts;
     p.request.input_bytes = static_cast<uint64_t>(ev.ret);
+    p.request.client_port = ev.rport;
     pending_.push_back(std::move(p));
   }
 
@@ -218,6 +221,10 @@ class ConnectionMachine {
       p.response_started = true;
       p.request.token_ns.push_back(ev.ts);
       p.request.token_tid.push_back(ev.tid);
+      // Events per send are kept only once a send carries several (rare: most servers send one).
+      auto& events = p.request.token_events;
+      if (ev.sse_events > 1 && events.empty()) events.assign(p.request.token_ns.size() - 1, 1);
+      if (!events.empty()) events.push_back(std::max<uint16_t>(1, ev.sse_events));
     }
     if (is_end_marker_class(ev.cls)) {
       p.ended = true;
@@ -377,6 +384,7 @@ void SocketTimelineBuilder::add(const ld_sock_io& ev) {
   item.syscall = ev.syscall;
   item.cls = ev.cls;
   item.sse_events = ev.sse_events;
+  item.rport = ev.rport;
   SocketKey key{ev.hdr.tgid, ev.sock_id};
   // Found through a hash index (the ordered map is for finish(), which walks sockets in order):
   // a search of the map per event was ~5% of reading a trace. Map values never move.

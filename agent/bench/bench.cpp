@@ -247,19 +247,20 @@ int open_private(const std::string& path) {
 std::string token_log_text(const std::vector<BenchRequestResult>& requests) {
   std::string out;
   auto line = [&](const std::string& id, const char* event, uint64_t t_ns,
-                  std::optional<long> input_tokens = std::nullopt) {
+                  std::optional<long> input_tokens = std::nullopt, uint16_t local_port = 0) {
     nlohmann::ordered_json j;
     j["request"] = id;
     j["event"] = event;
     j["t_ns"] = t_ns;
     j["clock"] = "monotonic";
     if (input_tokens) j["input_tokens"] = *input_tokens;
+    if (local_port) j["local_port"] = local_port;
     out += j.dump();
     out += '\n';
   };
   for (const auto& r : requests) {
     if (r.start_mono_ns == 0) continue;  // never started
-    line(r.id, "start", r.start_mono_ns, r.prompt_tokens);
+    line(r.id, "start", r.start_mono_ns, r.prompt_tokens, r.local_port);
     for (uint64_t t : r.token_mono_ns) line(r.id, "token", t);
     line(r.id, "end", r.end_mono_ns);
   }
@@ -396,6 +397,7 @@ void setup_handle(CURL* c, const RequestPlan& plan, char* errbuf) {
   curl.easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
   curl.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl.easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  if (plan.opts->compressed) curl.easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");  // every encoding it decodes
   // An http_proxy in the environment must not turn a loopback benchmark into remote traffic.
   if (plan.loopback) curl.easy_setopt(c, CURLOPT_NOPROXY, "*");
 }
@@ -403,6 +405,13 @@ void setup_handle(CURL* c, const RequestPlan& plan, char* errbuf) {
 void run_one(CURL* c, const RequestPlan& plan, BenchRequestResult& r) {
   char errbuf[CURL_ERROR_SIZE] = {0};
   setup_handle(c, plan, errbuf);
+  // The plan's headers plus this request's id.
+  CurlHeaders headers;
+  for (const curl_slist* h = plan.headers; h; h = h->next)
+    headers.reset(curl_lib().slist_append(headers.release(), h->data));
+  const std::string id_header = "X-Request-Id: " + r.id;
+  headers.reset(curl_lib().slist_append(headers.release(), id_header.c_str()));
+  if (headers) curl_lib().easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
   Transfer t(c, &r);
   curl_lib().easy_setopt(c, CURLOPT_WRITEDATA, &t);
 
@@ -410,6 +419,11 @@ void run_one(CURL* c, const RequestPlan& plan, BenchRequestResult& r) {
   CURLcode rc = curl_lib().easy_perform(c);
   r.end_mono_ns = monotonic_now_ns();
   curl_lib().easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.http_status);
+  long local_port = 0;
+  if (curl_lib().easy_getinfo(c, CURLINFO_LOCAL_PORT, &local_port) == CURLE_OK && local_port > 0 &&
+      local_port <= 65535)
+    r.local_port = static_cast<uint16_t>(local_port);
+  curl_lib().easy_setopt(c, CURLOPT_HTTPHEADER, plan.headers);  // `headers` dies with this frame
   curl_lib().easy_setopt(c, CURLOPT_ERRORBUFFER, nullptr);  // errbuf dies with this frame
   if (!r.token_mono_ns.empty()) r.first_token_mono_ns = r.token_mono_ns.front();
 

@@ -3,6 +3,8 @@
 //
 // TTFT is measured to the first SSE data event, never to the response headers: llama.cpp,
 // uvicorn and hyper send headers before prefill, so header time says nothing about the model.
+// Every request carries "X-Request-Id: req-N" (its id in the token log), which proxies log and
+// engines such as vLLM can adopt as their own request id.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +26,10 @@ struct BenchOptions {
   std::string tokens_out;         // token log (jsonl) path; empty = none
   double timeout_s = 120;         // per request
   bool allow_remote = false;      // without it only loopback hosts are accepted
+  // Accept gzip/deflate/br like browsers and the OpenAI SDKs (httpx, aiohttp) do; libcurl
+  // decodes. A proxy that compresses text/event-stream then holds tokens back, as it would for
+  // those clients.
+  bool compressed = false;
 };
 
 struct BenchRequestResult {
@@ -35,6 +41,7 @@ struct BenchRequestResult {
   long http_status = 0;              // 0 if no response
   std::string error;                 // empty = success
   std::optional<long> prompt_tokens; // from a "usage" event, when the server sends one
+  uint16_t local_port = 0;           // the client's TCP port of the connection (0: none)
 };
 
 struct BenchResult {
@@ -105,7 +112,9 @@ void summarize(BenchResult& result);
 void check_url(const std::string& url, bool allow_remote);
 bool is_loopback_host(std::string host);
 
-// Writes the contract token log (one JSON object per line, "clock":"monotonic"), mode 0600.
+// Writes the contract token log (one JSON object per line, "clock":"monotonic"; "local_port" on
+// start lines: the server sees it as the peer port, which joins the log to the server's requests
+// exactly), mode 0600.
 void write_token_log(const std::string& path, const std::vector<BenchRequestResult>& requests);
 
 uint64_t monotonic_now_ns();

@@ -18,6 +18,7 @@ namespace {
 struct AttachOptions {
   RecordFlags record;
   std::string tokens = "sse";
+  std::string client;
   std::string record_path;
   std::string format = "text";
   std::string output;
@@ -28,12 +29,14 @@ struct AttachOptions {
 int run_attach(const AttachOptions& o) {
   probes::RecordOptions options;
   std::optional<std::string> token_source;
+  std::string client_source;
   try {
     // Live alerts are for a person watching: read every second unless told otherwise.
     options = o.live ? to_record_options(o.record, 1000) : to_record_options(o.record);
     token_source = parse_token_source(o.tokens);
     if (!token_source)
       throw std::invalid_argument(fmt::format("--tokens {}: expected sse or jsonl:FILE", o.tokens));
+    client_source = parse_client_source(o.client);
     render(model::Report{}, o.format);  // rejects an unknown format before we trace
   } catch (const std::invalid_argument& e) {
     print_error("attach", e.what());
@@ -63,7 +66,7 @@ int run_attach(const AttachOptions& o) {
         },
         status);
     auto report = analyzer.finish(trace::TraceMeta{recorded.header, recorded.trailer, {}}, options.token_source,
-                                  std::move(recorded.warnings));
+                                  std::move(recorded.warnings), client_source);
     rules::apply_rules(report, rule_set, rules::host_facts_of(report));
     out->write(render(report, o.format));
     print_warnings(report.warnings);
@@ -91,12 +94,16 @@ void register_attach(CLI::App& app, int& exit_code) {
       "Examples:\n"
       "  latency-doctor attach --pid 4242 --duration 60s\n"
       "  latency-doctor attach --pid 4242 --children --record incident.ldtrace --format json -o report.json\n"
-      "  latency-doctor attach --pid 4242 --tokens jsonl:/var/log/tokens.jsonl");
+      "  latency-doctor attach --pid 4242 --tokens jsonl:/var/log/tokens.jsonl\n"
+      "  latency-doctor attach --pid 4242 --client client.jsonl   # bench --tokens-out client.jsonl meanwhile\n\n"
+      "--client FILE is read when the trace ends: a load client that writes its log when it\n"
+      "finishes (bench) must be done before the agent stops.");
   add_record_flags(sub, opts->record, "30s");
   sub->add_option("--tokens", opts->tokens,
                   "Where token times come from: sse (the target's own SSE sends) or jsonl:FILE "
                   "(a token log written by the app or a load client)")
       ->capture_default_str();
+  sub->add_option("--client", opts->client, kClientHelp);
   sub->add_option("--record", opts->record_path, "Also write the trace to FILE.ldtrace (mode 0600)");
   sub->add_option("-f,--format", opts->format, "Report format: " + report_formats_text() +
                       " (Chrome trace-event JSON for ui.perfetto.dev)")->capture_default_str();

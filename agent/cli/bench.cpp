@@ -42,7 +42,9 @@ void register_bench(CLI::App& app, int& exit_code) {
       "such as llama.cpp send before prompt processing). Only loopback URLs unless --allow-remote.\n\n"
       "Examples:\n"
       "  latency-doctor bench --url http://127.0.0.1:8000/v1/completions --requests 50 --concurrency 4\n"
-      "  latency-doctor bench --requests 20 --tokens-out tokens.jsonl   # then: attach --tokens jsonl:tokens.jsonl");
+      "  latency-doctor bench --requests 20 --tokens-out tokens.jsonl   # then: report TRACE --client tokens.jsonl\n\n"
+      "Each request carries X-Request-Id: req-N (its id in the token log); the log's start lines\n"
+      "carry the client's local port, which joins them to the server's requests (docs/definitions.md).");
   sub->add_option("--url", opts->url, "Streaming completions endpoint")->capture_default_str();
   sub->add_option("-n,--requests", opts->requests, "Requests to send")->capture_default_str();
   sub->add_option("-c,--concurrency", opts->concurrency, "Requests in flight at once")->capture_default_str();
@@ -51,6 +53,9 @@ void register_bench(CLI::App& app, int& exit_code) {
   sub->add_option("--tokens-out", opts->tokens_out, "Write a token log (jsonl, the --tokens jsonl: format)");
   sub->add_option("--timeout", opts->timeout_s, "Per-request timeout, seconds")->capture_default_str();
   sub->add_flag("--allow-remote", opts->allow_remote, "Allow a non-loopback URL (your own servers only)");
+  sub->add_flag("--compressed", opts->compressed,
+                "Accept compressed responses (gzip, deflate, br), as browsers and the OpenAI SDKs do: a proxy "
+                "that compresses the stream then holds tokens back for this client too");
   sub->add_flag("-q,--quiet", *quiet, "No progress on stderr");
   sub->callback([opts, quiet, &exit_code] { exit_code = run_bench_cmd(*opts, *quiet); });
 }

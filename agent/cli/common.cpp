@@ -54,6 +54,13 @@ std::string report_formats_text() {
   return text;
 }
 
+std::string parse_client_source(const std::string& text) {
+  if (text.empty()) return "";
+  if (text == "sse" || text == "jsonl:")
+    throw std::invalid_argument(fmt::format("--client {}: expected jsonl:FILE (a client's token log)", text));
+  return text.rfind("jsonl:", 0) == 0 ? text : "jsonl:" + text;
+}
+
 void print_error(const std::string& command, const std::string& what) {
   fmt::print(stderr, "latency-doctor {}: error: {}\n", command, what);
 }

@@ -53,6 +53,14 @@ std::string report_formats_text();
 // The Perfetto export draws per-thread states: the analysis must keep them (costs memory).
 inline bool format_needs_thread_tracks(const std::string& format) { return format == "perfetto"; }
 
+// --client jsonl:FILE (or just FILE): a client's token log to join to the server's requests.
+// Returns "jsonl:FILE", "" for an empty value; throws invalid_argument for "sse" or "jsonl:".
+std::string parse_client_source(const std::string& text);
+inline constexpr const char* kClientHelp =
+    "A client's token log (jsonl:FILE or FILE, e.g. from `bench --tokens-out`) to show beside the "
+    "server's times: per request client and server TTFT, the time before the server read the "
+    "request and after it sent, token gaps and delivery lag (docs/definitions.md)";
+
 // Prints "latency-doctor CMD: error: WHAT" on stderr.
 void print_error(const std::string& command, const std::string& what);
 void print_warnings(const std::vector<std::string>& warnings);

@@ -14,6 +14,7 @@ namespace {
 struct ReportOptions {
   std::string trace_path;
   std::string tokens;
+  std::string client;
   std::string format = "text";
   std::string output;
   std::vector<std::string> rules;
@@ -21,6 +22,7 @@ struct ReportOptions {
 
 int run_report(const ReportOptions& o) {
   std::string token_source = "sse";
+  std::string client_source;
   try {
     if (!o.tokens.empty()) {
       auto parsed = parse_token_source(o.tokens);
@@ -28,6 +30,7 @@ int run_report(const ReportOptions& o) {
         throw std::invalid_argument(fmt::format("--tokens {}: expected sse or jsonl:FILE", o.tokens));
       token_source = *parsed;
     }
+    client_source = parse_client_source(o.client);
     render(model::Report{}, o.format);
   } catch (const std::invalid_argument& e) {
     print_error("report", e.what());
@@ -43,7 +46,7 @@ int run_report(const ReportOptions& o) {
     });
     const trace::TraceMeta meta = trace::read_meta(read.header, read.trailer);
     if (o.tokens.empty()) token_source = meta.header.token_source;  // as recorded
-    auto report = analyzer.finish(meta, token_source, read.warnings);
+    auto report = analyzer.finish(meta, token_source, read.warnings, client_source);
     rules::apply_rules(report, rule_set, rules::host_facts_of(report));
     out->write(render(report, o.format));
     print_warnings(report.warnings);
@@ -66,10 +69,12 @@ void register_report(CLI::App& app, int& exit_code) {
       "  latency-doctor report incident.ldtrace --format json -o report.json\n"
       "  latency-doctor report incident.ldtrace --format html -o report.html   # plots, one offline file\n"
       "  latency-doctor report incident.ldtrace --format perfetto -o trace.json  # open in ui.perfetto.dev\n"
-      "  latency-doctor report incident.ldtrace --tokens jsonl:client-tokens.jsonl");
+      "  latency-doctor report incident.ldtrace --tokens jsonl:client-tokens.jsonl\n"
+      "  latency-doctor report incident.ldtrace --client client-tokens.jsonl  # client and server side by side");
   sub->add_option("trace", opts->trace_path, "The .ldtrace file")->required();
   sub->add_option("--tokens", opts->tokens,
                   "Token times from jsonl:FILE instead of the recorded socket sends");
+  sub->add_option("--client", opts->client, kClientHelp);
   sub->add_option("-f,--format", opts->format, "Report format: " + report_formats_text() +
                       " (Chrome trace-event JSON for ui.perfetto.dev)")->capture_default_str();
   sub->add_option("-o,--output", opts->output, "Write the report to FILE (mode 0600)");

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "model/cause.hpp"
+#include "model/client_join.hpp"
+#include "model/definitions.hpp"
 #include "model/stats.hpp"
 #include "model/thread_tracks.hpp"
 
@@ -188,6 +190,11 @@ struct Report {
   // Whole-window facts from the evidence (time_wait_max, listen_overflows, retransmits,
   // connects, cgroup_throttled_ms, cpu_khz_min, migrations_per_s, ...): analysis/facts.hpp.
   nlohmann::json window_facts = nlohmann::json::object();
+  // The report's definitions side by side (TTFT, TPOT per token, ITL per chunk, mean TPOT per
+  // request, ...) for the server's sends and for a client's token log (model/definitions.hpp).
+  Definitions definitions;
+  // A client's token log joined per request to the server's requests (model/client_join.hpp).
+  ClientJoin client_join;
   std::vector<Finding> findings;    // filled by the rules engine
   nlohmann::json host = nlohmann::json::object();  // environment: the trace header's host facts
   // Per-thread state tracks for the Perfetto export; null unless asked for.

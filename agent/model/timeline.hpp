@@ -22,6 +22,10 @@ struct Request {
   std::vector<uint32_t> token_tid; // thread that emitted each token (0 = unknown)
   bool complete = false;           // the end of the response was seen
   uint32_t index_on_connection = 0; // 1 = the first request of its connection (socket timelines)
+  uint16_t client_port = 0;        // the client's TCP port: the served connection's peer port
+                                   // (socket timelines) or the log's "local_port"; 0 = unknown
+  std::vector<uint16_t> token_events; // SSE data events in each token send; empty = one each
+                                   // (socket timelines only: a log has one line per token)
 
   double ttft_ms() const;                    // first token - start; NaN without tokens
   std::vector<double> gaps_ms() const;       // TPOT gaps, first token excluded

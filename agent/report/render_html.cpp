@@ -542,6 +542,34 @@ std::string requests_html(const Report& r) {
   return section("requests", "Requests", out);
 }
 
+std::string cell_table_html(const CellTable& t) {
+  std::set<size_t> numeric;
+  for (size_t i = 0; i < t.numeric.size(); ++i)
+    if (t.numeric[i]) numeric.insert(i);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& row : t.rows) rows.push_back(escaped(row));
+  return table(t.headers, rows, numeric);
+}
+
+std::string definitions_html(const Report& r) {
+  const CellTable t = definitions_table(r);
+  if (t.rows.empty()) return "";
+  return section("definitions", "Definitions (ms)", note(std::string(kDefinitionsCaption) + ".") + cell_table_html(t));
+}
+
+std::string client_join_html(const Report& r) {
+  if (!r.client_join.present) return "";
+  std::string out = note(client_join_caption(r) + ".");
+  if (r.client_join.matched > 0) {
+    out += cell_table_html(client_join_summary_table(r)) + "<p>" + h(client_join_note(r)) + ".</p>\n";
+    out += cell_table_html(client_join_requests_table(r, kMaxTableRows));
+    if (r.client_join.requests.size() > kMaxTableRows)
+      out += note(fmt::format("The first {} of {} requests; the JSON report has all.", kMaxTableRows,
+                              r.client_join.requests.size()));
+  }
+  return section("client", "Client and server side by side", out);
+}
+
 std::string environment_html(const Report& r) {
   std::string out = "<table class=\"kv\"><tbody>\n";
   for (const EnvRow& row : environment_rows(r)) out += "<tr><th>" + h(row.label) + "</th><td>" + h(row.value) + "</td></tr>\n";
@@ -589,6 +617,8 @@ std::string render_html(const Report& report) {
   out += ttft_html(report);
   out += causes_html(report);
   out += outliers_html(report);
+  out += definitions_html(report);
+  out += client_join_html(report);
   out += lengths_html(report);
   out += requests_html(report);
   out += environment_html(report);

@@ -228,6 +228,107 @@ J attribution_json(const Report& report) {
   return j;
 }
 
+// Every number of a distribution (the definitions and the client join).
+template <class J>
+J distribution_json(const model::Distribution& d) {
+  J j = J::object();
+  j["n"] = d.count;
+  j["p50"] = ms_value<J>(d.p50);
+  j["p90"] = ms_value<J>(d.p90);
+  j["p95"] = ms_value<J>(d.p95);
+  j["p99"] = ms_value<J>(d.p99);
+  j["max"] = ms_value<J>(d.max);
+  j["mean"] = ms_value<J>(d.mean);
+  j["stddev"] = ms_value<J>(d.stddev);
+  return j;
+}
+
+// The definitions side by side (model/definitions.hpp): one object per definition, with what it
+// means, what the common tools call it, and its numbers for each side measured.
+template <class J>
+J definitions_json(const model::Definitions& defs) {
+  J j = J::object();
+  j["token"] = "one SSE data event; a chunk is one send of the server, or the tokens a client received at one instant";
+  J sides = J::object();
+  auto side = [&](const char* name, const model::DefinitionSet& set, const char* source) {
+    if (!set.known) return;
+    J s = J::object();
+    s["source"] = source;
+    s["requests"] = set.requests;
+    s["tokens"] = set.tokens;
+    s["chunks"] = set.chunks;
+    sides[name] = s;
+  };
+  side("server", defs.server, "the target's socket sends");
+  side("client", defs.client, "the token log");
+  j["sides"] = sides;
+  for (const model::DefinitionInfo& info : model::kDefinitions) {
+    J d = J::object();
+    d["meaning"] = info.meaning;
+    d["per"] = info.population;
+    d["same_as"] = info.same_as;
+    if (defs.server.known) d["server"] = distribution_json<J>(defs.server[info.definition]);
+    if (defs.client.known) d["client"] = distribution_json<J>(defs.client[info.definition]);
+    j[std::string(info.id)] = d;
+  }
+  return j;
+}
+
+template <class J>
+J share_value(double share) {
+  return std::isfinite(share) ? J(std::round(share * 1000.0) / 1000.0) : J(nullptr);
+}
+
+template <class J>
+J joined_request_json(const model::JoinedRequest& r) {
+  J j = J::object();
+  j["client_request"] = r.client_id;
+  j["server_request"] = r.server_id;
+  j["new_connection"] = r.new_connection;
+  j["client_ttft_ms"] = ms_value<J>(r.client_ttft_ms);
+  j["server_ttft_ms"] = ms_value<J>(r.server_ttft_ms);
+  j["before_server_ms"] = ms_value<J>(r.before_server_ms);
+  j["after_server_ms"] = ms_value<J>(r.after_server_ms);
+  j["client_e2e_ms"] = ms_value<J>(r.client_e2e_ms);
+  j["server_e2e_ms"] = ms_value<J>(r.server_e2e_ms);
+  j["client_tokens"] = r.client_tokens;
+  j["server_tokens"] = r.server_tokens;
+  j["client_gap_p50_ms"] = ms_value<J>(r.client_gap_p50_ms);
+  j["server_gap_p50_ms"] = ms_value<J>(r.server_gap_p50_ms);
+  j["client_gap_max_ms"] = ms_value<J>(r.client_gap_max_ms);
+  j["server_gap_max_ms"] = ms_value<J>(r.server_gap_max_ms);
+  j["lag_p50_ms"] = ms_value<J>(r.lag_p50_ms);
+  j["lag_max_ms"] = ms_value<J>(r.lag_max_ms);
+  j["bunched_tokens"] = r.bunched_tokens;
+  return j;
+}
+
+// A client's token log joined per request to the server's (model/client_join.hpp).
+template <class J>
+J client_join_json(const model::ClientJoin& c) {
+  J j = J::object();
+  j["source"] = c.source;
+  j["method"] = c.method;
+  j["client_requests"] = c.client_requests;
+  j["server_requests"] = c.server_requests;
+  j["matched"] = c.matched;
+  j["client_ttft_ms"] = distribution_json<J>(c.client_ttft_ms);
+  j["server_ttft_ms"] = distribution_json<J>(c.server_ttft_ms);
+  j["before_server_ms"] = distribution_json<J>(c.before_server_ms);
+  j["after_server_ms"] = distribution_json<J>(c.after_server_ms);
+  j["outside_ttft_ms"] = distribution_json<J>(c.outside_ttft_ms);
+  j["outside_ttft_share"] = share_value<J>(c.outside_ttft_share);
+  j["client_gap_ms"] = distribution_json<J>(c.client_gap_ms);
+  j["server_gap_ms"] = distribution_json<J>(c.server_gap_ms);
+  j["lag_ms"] = distribution_json<J>(c.lag_ms);
+  j["gaps"] = c.gaps;
+  j["bunched_tokens"] = c.bunched_tokens;
+  j["bunched_share"] = share_value<J>(c.bunched_share);
+  j["requests"] = J::array();
+  for (const model::JoinedRequest& r : c.requests) j["requests"].push_back(joined_request_json<J>(r));
+  return j;
+}
+
 template <class J>
 J report_json(const Report& report) {
   J j = J::object();
@@ -251,6 +352,8 @@ J report_json(const Report& report) {
   if (report.agent.known) j["agent"] = agent_json<J>(report.agent);
   j["token_source"] = report.token_source;
   j["attribution"] = attribution_json<J>(report);
+  j["definitions"] = definitions_json<J>(report.definitions);
+  if (report.client_join.present) j["client_join"] = client_join_json<J>(report.client_join);
   j["host"] = convert<J>(report.host, J::object());
   j["warnings"] = J::array();
   for (const std::string& w : report.warnings) j["warnings"].push_back(w);

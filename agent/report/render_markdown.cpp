@@ -218,6 +218,37 @@ std::string requests_md(const Report& r) {
   return out;
 }
 
+std::set<size_t> numeric_columns(const CellTable& t) {
+  std::set<size_t> out;
+  for (size_t i = 0; i < t.numeric.size(); ++i)
+    if (t.numeric[i]) out.insert(i);
+  return out;
+}
+
+std::string cell_table_md(const CellTable& t) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& row : t.rows) rows.push_back(escaped(row));
+  return table(escaped(t.headers), rows, numeric_columns(t));
+}
+
+std::string definitions_md(const Report& r) {
+  const CellTable t = definitions_table(r);
+  if (t.rows.empty()) return "";
+  return "## Definitions (ms)\n\n" + md(std::string(kDefinitionsCaption)) + ".\n\n" + cell_table_md(t);
+}
+
+std::string client_join_md(const Report& r) {
+  if (!r.client_join.present) return "";
+  std::string out = "## Client and server side by side\n\n" + md(client_join_caption(r)) + ".\n\n";
+  if (r.client_join.matched == 0) return out;
+  out += cell_table_md(client_join_summary_table(r)) + md(client_join_note(r)) + ".\n\n";
+  out += cell_table_md(client_join_requests_table(r, kMaxRequestRows));
+  if (r.client_join.requests.size() > kMaxRequestRows)
+    out += fmt::format("The first {} of {} requests; the JSON report has all.\n\n", kMaxRequestRows,
+                       r.client_join.requests.size());
+  return out;
+}
+
 std::string environment_md(const Report& r) {
   std::vector<std::vector<std::string>> rows;
   for (const EnvRow& row : environment_rows(r)) rows.push_back({md(row.label), md(row.value)});
@@ -255,6 +286,8 @@ std::string render_markdown(const Report& report) {
   out += outliers_md(report);
   out += tpot_md(report);
   out += ttft_md(report);
+  out += definitions_md(report);
+  out += client_join_md(report);
   out += lengths_md(report);
   out += requests_md(report);
   out += environment_md(report);

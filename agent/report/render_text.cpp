@@ -109,6 +109,42 @@ std::string thresholds_section(const Report& r) {
   return out;
 }
 
+TextTable text_table(const CellTable& cells, bool printable_cells) {
+  std::vector<Column> columns;
+  for (size_t i = 0; i < cells.headers.size(); ++i)
+    columns.push_back({cells.headers[i], i < cells.numeric.size() && cells.numeric[i] ? Align::kRight : Align::kLeft});
+  TextTable table(std::move(columns));
+  for (std::vector<std::string> row : cells.rows) {
+    if (printable_cells)
+      for (std::string& cell : row) cell = printable(cell);
+    table.add_row(std::move(row));
+  }
+  return table;
+}
+
+// The common definitions side by side (model/definitions.hpp): what each tool would report.
+std::string definitions_section(const Report& r) {
+  const CellTable cells = definitions_table(r);
+  if (cells.rows.empty()) return "";
+  return std::string("definitions (ms; ") + kDefinitionsShortCaption + ")\n" + text_table(cells, false).render(kIndent);
+}
+
+constexpr size_t kMaxJoinedRows = 20;
+
+// A client's token log beside the server's own times (model/client_join.hpp).
+std::string client_join_section(const Report& r) {
+  const ClientJoin& c = r.client_join;
+  if (!c.present) return "";
+  std::string out = "client and server side by side (" + printable(client_join_caption(r)) + ")\n";
+  if (c.matched == 0) return out + kIndent + "no request of the log matches one the server served (see the warnings)\n";
+  out += text_table(client_join_summary_table(r), false).render(kIndent);
+  out += kIndent + client_join_note(r) + "\n";
+  out += kIndent + "per request (ms)\n" + text_table(client_join_requests_table(r, kMaxJoinedRows), true).render(kIndent);
+  if (c.requests.size() > kMaxJoinedRows)
+    out += kIndent + fmt::format("… {} more (use --format json)\n", c.requests.size() - kMaxJoinedRows);
+  return out;
+}
+
 std::string no_requests_hint(const Report& r) {
   std::string out;
   if (is_token_log(r)) {
@@ -274,9 +310,11 @@ std::string render_text(const Report& report) {
   std::string out = header_section(report);
   append_section(out, summary_section(report));
   if (report.requests > 0) {
+    append_section(out, definitions_section(report));
     append_section(out, thresholds_section(report));
-    append_section(out, requests_section(report));
   }
+  append_section(out, client_join_section(report));
+  if (report.requests > 0) append_section(out, requests_section(report));
   append_section(out, outliers_section(report));
   append_section(out, typical_section(report));
   append_section(out, findings_section(report.findings));

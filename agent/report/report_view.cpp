@@ -448,4 +448,75 @@ std::vector<EnvRow> environment_rows(const Report& r) {
   return rows;
 }
 
+// ---- definitions and the client join
+
+CellTable definitions_table(const Report& r) {
+  CellTable t;
+  t.headers = {"definition", "per", "side", "n", "p50", "p90", "p99", "mean", "known as"};
+  t.numeric = {false, false, false, true, true, true, true, true, false};
+  const model::Definitions& d = r.definitions;
+  for (const model::DefinitionInfo& info : model::kDefinitions) {
+    bool first = true;
+    for (const auto& [side, set] : {std::pair<const char*, const model::DefinitionSet*>{"server", &d.server},
+                                    {"client", &d.client}}) {
+      if (!set->known) continue;
+      const model::Distribution& v = (*set)[info.definition];
+      t.rows.push_back({first ? std::string(info.label) : "", first ? std::string(info.population) : "", side,
+                        std::to_string(v.count), ms_cell(v.p50), ms_cell(v.p90), ms_cell(v.p99), ms_cell(v.mean),
+                        first ? std::string(info.known_as) : ""});
+      first = false;
+    }
+  }
+  return t;
+}
+
+std::string client_join_caption(const Report& r) {
+  const model::ClientJoin& c = r.client_join;
+  const std::string name = c.source.rfind("jsonl:", 0) == 0 ? c.source.substr(6) : c.source;
+  return fmt::format("token log {}, joined {}: {} of {} requests", name,
+                     c.method == "client_port" ? "by client port" : "by time", c.matched, c.client_requests);
+}
+
+CellTable client_join_summary_table(const Report& r) {
+  const model::ClientJoin& c = r.client_join;
+  CellTable t;
+  t.headers = {"ms", "n", "p50", "p90", "p99", "max", "what"};
+  t.numeric = {false, true, true, true, true, true, false};
+  auto add = [&](const char* name, const model::Distribution& v, const char* what) {
+    t.rows.push_back({name, std::to_string(v.count), ms_cell(v.p50), ms_cell(v.p90), ms_cell(v.p99), ms_cell(v.max), what});
+  };
+  add("client TTFT", c.client_ttft_ms, "request sent -> first token received");
+  add("server TTFT", c.server_ttft_ms, "request read -> first token sent");
+  add("before server read", c.before_server_ms, "connect, proxy, listen backlog");
+  add("after server send", c.after_server_ms, "network, proxy buffering");
+  add("client token gap", c.client_gap_ms, "");
+  add("server token gap", c.server_gap_ms, "");
+  add("delivery lag", c.lag_ms, "per token: received - sent");
+  return t;
+}
+
+std::string client_join_note(const Report& r) {
+  const model::ClientJoin& c = r.client_join;
+  auto pct = [](double share) { return std::isfinite(share) ? fmt::format("{:.0f}%", share * 100.0) : std::string("-"); };
+  return fmt::format("outside the server: {} of the client's TTFT at the median; tokens that arrived together "
+                     "although sent apart: {} of {} ({})",
+                     pct(c.outside_ttft_share), c.bunched_tokens, c.gaps, pct(c.bunched_share));
+}
+
+CellTable client_join_requests_table(const Report& r, size_t max_rows) {
+  CellTable t;
+  t.headers = {"client", "server", "ttft client", "ttft server", "before", "after", "gap p50 c/s", "lag p50",
+               "lag max", "together"};
+  t.numeric = {false, false, true, true, true, true, true, true, true, true};
+  const auto& requests = r.client_join.requests;
+  for (size_t i = 0; i < std::min(requests.size(), max_rows); ++i) {
+    const model::JoinedRequest& j = requests[i];
+    t.rows.push_back({j.client_id, j.server_id, ms_cell(j.client_ttft_ms), ms_cell(j.server_ttft_ms),
+                      ms_cell(j.before_server_ms), ms_cell(j.after_server_ms),
+                      ms_cell(j.client_gap_p50_ms) + "/" + ms_cell(j.server_gap_p50_ms), ms_cell(j.lag_p50_ms),
+                      ms_cell(j.lag_max_ms), std::to_string(j.bunched_tokens)});
+  }
+  return t;
+}
+
 }  // namespace ld::report

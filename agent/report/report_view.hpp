@@ -123,6 +123,26 @@ std::vector<std::string> request_cells(const Report& r, const RequestRow& row);
 const std::vector<std::string>& length_headers();  // "per request", "n", "P25", "P50", "P75"
 std::vector<std::vector<std::string>> length_rows(const Report& r);  // rows with n > 0 only
 
+// ---- the definitions side by side and the client join: plain cells both human formats (and
+// the text report) escape and lay out their own way.
+struct CellTable {
+  std::vector<std::string> headers;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<bool> numeric;  // per column: right-aligned
+};
+// A row per definition and measured side (server, client); empty rows when none was measured.
+CellTable definitions_table(const Report& r);
+inline constexpr const char* kDefinitionsCaption =
+    "A token is one SSE data event, a chunk one send of the server or what the client received at one "
+    "instant; docs/definitions.md maps each to vLLM bench, GuideLLM, AIPerf and OpenTelemetry";
+inline constexpr const char* kDefinitionsShortCaption =
+    "token = one SSE data event, chunk = one send or one arrival; docs/definitions.md";
+// "token log FILE, joined by client port: 12 of 12 requests"
+std::string client_join_caption(const Report& r);
+CellTable client_join_summary_table(const Report& r);   // client/server TTFT, before/after, gaps, lag
+std::string client_join_note(const Report& r);          // the outside share and the bunched tokens
+CellTable client_join_requests_table(const Report& r, size_t max_rows);
+
 // ---- the per-request timeline plot
 // Which requests a timeline draws when there are too many tokens or requests to draw all:
 // every request with an outlier, plus evenly spaced others up to the budgets.

@@ -120,6 +120,29 @@ void ttft_facts(const model::Report& r, FactSet& facts) {
   facts.set("ttft.first_request_outlier", first);
 }
 
+// A client's token log joined to the server's requests: what the client waited for outside the
+// server (model/client_join.hpp). Only when a log was joined.
+void client_facts(const model::Report& r, FactSet& facts) {
+  const model::ClientJoin& j = r.client_join;
+  if (!j.present) return;
+  facts.set("client.requests", j.client_requests);
+  facts.set("client.matched", j.matched);
+  if (j.matched == 0) return;
+  set_finite(facts, "client.ttft_p50_ms", j.client_ttft_ms.p50);
+  set_finite(facts, "client.server_ttft_p50_ms", j.server_ttft_ms.p50);
+  set_finite(facts, "client.before_server_p50_ms", j.before_server_ms.p50);
+  set_finite(facts, "client.after_server_p50_ms", j.after_server_ms.p50);
+  set_finite(facts, "client.outside_ttft_p50_ms", j.outside_ttft_ms.p50);
+  set_finite(facts, "client.outside_ttft_share", j.outside_ttft_share);
+  facts.set("client.gaps", j.gaps);
+  facts.set("client.bunched_tokens", j.bunched_tokens);
+  facts.set("client.bunched_share", j.bunched_share);
+  set_finite(facts, "client.lag_p50_ms", j.lag_ms.p50);
+  set_finite(facts, "client.lag_max_ms", j.lag_ms.max);
+  set_finite(facts, "client.gap_p50_ms", j.client_gap_ms.p50);
+  set_finite(facts, "client.server_gap_p50_ms", j.server_gap_ms.p50);
+}
+
 }  // namespace
 
 FactSet report_facts(const model::Report& r) {
@@ -128,6 +151,7 @@ FactSet report_facts(const model::Report& r) {
   outlier_facts(r, facts);
   typical_facts(r, facts);
   ttft_facts(r, facts);
+  client_facts(r, facts);
   facts.set("periodic.found", r.periodicity.found);
   if (r.periodicity.found) {
     facts.set("periodic.period_s", r.periodicity.period_s);

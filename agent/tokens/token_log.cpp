@@ -28,6 +28,7 @@ struct LineEvent {
   EventKind kind = EventKind::kToken;
   uint64_t mono_ns = 0;
   int64_t input_tokens = -1;
+  uint16_t local_port = 0;
 };
 
 // Either the event of a good line or why the line is bad.
@@ -47,6 +48,7 @@ struct RequestEvents {
   std::optional<Stamp> start;
   std::optional<Stamp> end;
   int64_t input_tokens = -1;
+  uint16_t local_port = 0;
   std::vector<Stamp> tokens;
 };
 
@@ -190,6 +192,12 @@ LineOutcome parse_line(const std::string& text, int64_t realtime_minus_monotonic
     }
     ev.input_tokens = static_cast<int64_t>(*n);
   }
+  it = doc.find("local_port");
+  if (ev.kind == EventKind::kStart && it != doc.end()) {
+    auto n = as_non_negative_integer(*it);
+    if (!n || *n > 65535) return fail("\"local_port\" must be a TCP port (0-65535)");
+    ev.local_port = static_cast<uint16_t>(*n);
+  }
   return LineOutcome{std::move(ev), {}};
 }
 
@@ -279,6 +287,7 @@ class TokenLogParser {
         }
         req.start = stamp;
         req.input_tokens = ev.input_tokens;
+        req.local_port = ev.local_port;
         return;
       case EventKind::kEnd:
         if (req.end) {
@@ -349,6 +358,7 @@ class TokenLogParser {
     out.end_ns = req.end ? req.end->ns : 0;
     out.complete = req.end.has_value();
     out.input_tokens = req.input_tokens;
+    out.client_port = req.local_port;
     out.token_ns.reserve(req.tokens.size());
     for (const Stamp& s : req.tokens) out.token_ns.push_back(s.ns);
     out.token_tid.assign(out.token_ns.size(), 0);

@@ -1,6 +1,8 @@
 // The contract's token log (`--tokens jsonl:FILE`): one JSON object a line,
 //   {"request":"ID","event":"start|token|end","t_ns":N}
-// with optional "clock":"realtime|monotonic" (default realtime) and "input_tokens":N on start.
+// with optional "clock":"realtime|monotonic" (default realtime), and on start "input_tokens":N
+// and "local_port":N (the client's TCP port of the request's connection: it joins a client's log
+// to the server's requests exactly, docs/definitions.md).
 // Bad lines are warned about with file:line and skipped; they never abort the analysis.
 //
 // Requests: tokens are sorted by time; a request with no start event is skipped (its TTFT is

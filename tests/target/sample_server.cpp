@@ -16,6 +16,8 @@
 #include <poll.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -71,6 +73,11 @@ struct Options {
   std::string fault_file = "/tmp/ld-sample-server.log";
   long listen_backlog = 128;
   double accept_delay_ms = 0;
+  // A noisy neighbour: a separate process ("noisy-neighbour") whose threads all spin together
+  // for --neighbour-burst-ms every --neighbour-period-ms, like a batch job sharing the host.
+  long neighbour_threads = 0;
+  double neighbour_burst_ms = 500;
+  double neighbour_period_ms = 3000;
   bool help = false;
 };
 
@@ -179,6 +186,14 @@ const std::vector<OptionSpec>& option_specs() {
        [](Options& o, const char* v) { return parse_long(v, 0, 65535, o.listen_backlog); }},
       {"--accept-delay-ms", "F", "sleep after each accept, ms: a slow accept loop (default 0)",
        [](Options& o, const char* v) { return parse_double(v, 0, 1e6, o.accept_delay_ms); }},
+      {"--neighbour-threads", "N",
+       "start a noisy neighbour: a separate process (comm noisy-neighbour) with N threads that "
+       "spin together in bursts, at normal priority (default 0: none)",
+       [](Options& o, const char* v) { return parse_long(v, 0, 256, o.neighbour_threads); }},
+      {"--neighbour-burst-ms", "F", "noisy neighbour: length of each burst, ms (default 500)",
+       [](Options& o, const char* v) { return parse_double(v, 1, 1e7, o.neighbour_burst_ms); }},
+      {"--neighbour-period-ms", "F", "noisy neighbour: one burst every this many ms (default 3000)",
+       [](Options& o, const char* v) { return parse_double(v, 1, 1e7, o.neighbour_period_ms); }},
       {"--help", nullptr, "show this help",
        [](Options& o, const char*) { return o.help = true; }},
   };
@@ -1002,6 +1017,38 @@ void accept_loop(int lfd, const Options& o) {
   }
 }
 
+// The noisy neighbour's threads: each burst starts at the same moment in every thread (a
+// multiple of the period since `t0`), so together they take every CPU they can get.
+[[noreturn]] void neighbour_main(const Options& o) {
+  ::prctl(PR_SET_NAME, "noisy-neighbour", 0, 0, 0);
+  const uint64_t t0 = mono_ns();
+  const auto period = static_cast<uint64_t>(o.neighbour_period_ms * 1e6);
+  const auto burst = static_cast<uint64_t>(std::min(o.neighbour_burst_ms, o.neighbour_period_ms) * 1e6);
+  auto spin_in_bursts = [=] {
+    volatile uint64_t sink = 0;
+    for (uint64_t k = 1;; ++k) {
+      const uint64_t start = t0 + k * period - burst;  // the first burst ends one period in
+      while (mono_ns() < start) std::this_thread::sleep_for(std::chrono::microseconds(std::max<uint64_t>(1, (start - mono_ns()) / 1000)));
+      while (mono_ns() < start + burst) sink = sink + 1;
+    }
+  };
+  for (long i = 1; i < o.neighbour_threads; ++i) std::thread(spin_in_bursts).detach();
+  spin_in_bursts();
+  std::_Exit(0);
+}
+
+// Forks the neighbour before the server starts any thread; it dies with the server.
+pid_t start_neighbour(const Options& o) {
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;  // the server (or -1: no neighbour)
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (::getppid() != parent) std::_Exit(0);  // the server died before prctl
+  std::signal(SIGTERM, SIG_DFL);
+  std::signal(SIGINT, SIG_DFL);
+  neighbour_main(o);
+}
+
 void install_signal_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -1025,6 +1072,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   install_signal_handlers();
+  const pid_t neighbour = opts.neighbour_threads > 0 ? start_neighbour(opts) : 0;
+  if (neighbour > 0)
+    std::fprintf(stderr, "ld-sample-server: noisy neighbour pid %d: %ld threads spin %.0f ms every %.0f ms\n",
+                 static_cast<int>(neighbour), opts.neighbour_threads, opts.neighbour_burst_ms, opts.neighbour_period_ms);
 
   constexpr int kRuns = 5;
   constexpr double kRunMs = 20;
@@ -1048,6 +1099,10 @@ int main(int argc, char** argv) {
   accept_loop(lfd, opts);
   ::close(lfd);
   shutdown_all();
+  if (neighbour > 0) {
+    ::kill(neighbour, SIGKILL);
+    ::waitpid(neighbour, nullptr, 0);
+  }
   std::fprintf(stderr, "ld-sample-server: stopped\n");
   return 0;
 }

@@ -2,6 +2,9 @@
 // prepared trees: formats, -o files, exit codes of the contract (1 usage, 2 runtime, 3 --fail-on).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -75,4 +78,48 @@ TEST(AuditCli, PartialTreeStillReports) {
   EXPECT_NE(r.out.find("unknown ("), std::string::npos) << r.out;
   // nginx problems reach stderr with file:line.
   EXPECT_NE(r.err.find("/etc/nginx/nginx.conf:9: unterminated quoted string"), std::string::npos) << r.err;
+}
+
+// Issue 35: a --root that is missing, not a directory, unreadable or not a host tree at all is a
+// runtime error with a one-line reason, never an empty audit that passes.
+TEST(AuditCli, MissingOrUnreadableRootExits2WithOneLine) {
+  AuditRun missing = audit({"--root", "/nonexistent-ld-root"});
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_EQ(missing.err, "latency-doctor audit: error: --root /nonexistent-ld-root: No such file or directory\n");
+  EXPECT_TRUE(missing.out.empty());
+
+  const std::string file = testing::TempDir() + "/ld-audit-root-file";
+  { std::ofstream(file) << "x"; }
+  AuditRun not_dir = audit({"--root", file, "--fail-on", "warn"});
+  EXPECT_EQ(not_dir.code, 2);
+  EXPECT_EQ(not_dir.err, "latency-doctor audit: error: --root " + file + ": not a directory\n");
+  unlink(file.c_str());
+
+  const std::string empty = testing::TempDir() + "/ld-audit-root-empty";
+  mkdir(empty.c_str(), 0700);
+  AuditRun nothing = audit({"--root", empty, "--format", "json"});
+  EXPECT_EQ(nothing.code, 2);
+  EXPECT_EQ(nothing.err, "latency-doctor audit: error: --root " + empty +
+                             ": holds none of proc, sys and etc: not a host or image tree\n");
+  EXPECT_TRUE(nothing.out.empty());
+
+  // Unreadable: a directory this user may not list. Root may list anything, so the check runs
+  // as root only where it can drop to another user (setpriv, util-linux).
+  const std::string locked = testing::TempDir() + "/ld-audit-root-locked";
+  mkdir(locked.c_str(), 0700);
+  mkdir((locked + "/etc").c_str(), 0700);
+  chmod(locked.c_str(), 0);
+  if (geteuid() != 0) {
+    AuditRun unreadable = audit({"--root", locked});
+    EXPECT_EQ(unreadable.code, 2);
+    EXPECT_EQ(unreadable.err, "latency-doctor audit: error: --root " + locked + ": cannot list it: Permission denied\n");
+  } else if (access("/usr/bin/setpriv", X_OK) == 0) {
+    ld::test::Child child({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", kBinary, "audit",
+                           "--root", locked});
+    EXPECT_EQ(child.wait(std::chrono::seconds(60)).value_or(-1), 2);
+    EXPECT_EQ(child.err(), "latency-doctor audit: error: --root " + locked + ": cannot list it: Permission denied\n");
+  }
+  chmod(locked.c_str(), 0700);
+  rmdir((locked + "/etc").c_str());
+  rmdir(locked.c_str());
 }

@@ -561,3 +561,65 @@ TEST(BenchLibcurl, AgentBinaryDoesNotLinkLibcurl) {
   EXPECT_EQ(needed.find("libcurl"), std::string::npos) << needed;
   EXPECT_EQ(needed.find("libgnutls"), std::string::npos) << needed;
 }
+
+// Issue 35: every request carries X-Request-Id (its id in the token log), and the log's start
+// line has the client's local port, which the server sees as the peer port: what joins the log
+// to the server's requests exactly. A one-shot server in the test checks both from the other end.
+TEST(BenchLiveExtra, SendsItsRequestIdAndLogsItsPort) {
+  int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(lfd, 4), 0);
+  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int port = ntohs(a.sin_port);
+  std::string head;
+  int peer_port = 0;
+  std::thread server([&] {
+    pollfd p{lfd, POLLIN, 0};
+    if (::poll(&p, 1, 10000) <= 0) return;
+    sockaddr_in peer{};
+    socklen_t plen = sizeof peer;
+    const int fd = ::accept4(lfd, reinterpret_cast<sockaddr*>(&peer), &plen, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    peer_port = ntohs(peer.sin_port);
+    std::string in;
+    char buf[4096];
+    while (in.find("\r\n\r\n") == std::string::npos) {
+      pollfd q{fd, POLLIN, 0};
+      if (::poll(&q, 1, 5000) <= 0) break;
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      in.append(buf, static_cast<size_t>(n));
+    }
+    head = in.substr(0, in.find("\r\n\r\n"));
+    const std::string reply =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+        "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choices\":[{\"text\":\"b\"}]}\n\ndata: [DONE]\n\n";
+    ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+    ::shutdown(fd, SHUT_WR);
+    while (::recv(fd, buf, sizeof buf, 0) > 0) {
+    }
+    ::close(fd);
+  });
+  auto path = temp_path("ld-bench-id-log");
+  BenchOptions o;
+  o.url = "http://127.0.0.1:" + std::to_string(port) + "/v1/completions";
+  o.requests = 1;
+  o.max_tokens = 2;
+  o.timeout_s = 20;
+  o.tokens_out = path;
+  BenchResult r = run_bench(o);
+  server.join();
+  ::close(lfd);
+  EXPECT_EQ(r.failed, 0) << r.requests[0].error;
+  EXPECT_NE(head.find("\r\nX-Request-Id: req-1"), std::string::npos) << head;
+  auto lines = read_jsonl(path);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0]["event"], "start");
+  EXPECT_GT(peer_port, 0);
+  EXPECT_EQ(lines[0].value("local_port", 0), peer_port);
+  fs::remove(path);
+}

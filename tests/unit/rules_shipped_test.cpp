@@ -2,7 +2,7 @@
 // report. Fixtures (tests/data/rules/RULE-ID.json) describe report parts, not facts: the facts
 // come from report_facts(), so a rule that reads a name the attribution does not write fails.
 //
-//   {"rule": "...", "report": {outliers, window, periodicity, ttft_ms, target},
+//   {"rule": "...", "report": {outliers, window, periodicity, ttft_ms, target, client_join},
 //    "host": {host facts}, "expect": {"severity", "quotes": [...], "sysctl": [{key, current}]},
 //    "silent_with_host": {host facts under which the rule must not fire}}
 #include <algorithm>
@@ -103,6 +103,27 @@ Report fixture_report(const json& parts) {
     r.ttft_ms.p90 = parts["ttft_ms"].at("p90");
   }
   if (parts.contains("target")) r.target.comm = parts["target"].at("comm");
+  if (parts.contains("client_join")) {
+    // A client's token log joined to the server's requests: the medians the client.* facts read.
+    const json& c = parts["client_join"];
+    auto& j = r.client_join;
+    j.present = true;
+    j.source = "jsonl:client.jsonl";
+    j.client_requests = c.at("requests");
+    j.server_requests = j.matched = c.at("matched");
+    j.client_ttft_ms.p50 = c.at("client_ttft_p50");
+    j.server_ttft_ms.p50 = c.at("server_ttft_p50");
+    j.before_server_ms.p50 = c.at("before_server_p50");
+    j.after_server_ms.p50 = c.at("after_server_p50");
+    j.outside_ttft_ms.p50 = j.client_ttft_ms.p50 - j.server_ttft_ms.p50;
+    j.outside_ttft_share = c.at("outside_share");
+    j.gaps = c.at("gaps");
+    j.bunched_tokens = c.at("bunched_tokens");
+    j.bunched_share = static_cast<double>(j.bunched_tokens) / static_cast<double>(j.gaps);
+    j.lag_ms.p50 = c.at("lag_p50");
+    j.lag_ms.max = c.at("lag_max");
+    j.client_gap_ms.p50 = j.server_gap_ms.p50 = 40;
+  }
   return r;
 }
 

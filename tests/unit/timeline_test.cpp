@@ -505,3 +505,25 @@ TEST(Timeline, EmptyInput) {
 }
 
 }  // namespace
+
+// Issue 35: the peer port is the client's (joins a client's token log exactly), and a send that
+// carried several SSE events keeps its event count (TPOT per token vs ITL per chunk).
+TEST(Timeline, RequestsKeepTheClientPortAndTheEventsPerSend) {
+  Stream s;
+  s.recv(0, 1, LD_PC_HTTP_REQUEST, 300)
+      .send(100, 1, LD_PC_SSE_DATA)
+      .send(150, 1, LD_PC_SSE_DATA, 240, LD_SC_WRITE, 3)
+      .send(200, 1, LD_PC_SSE_DATA)
+      .send(200.5, 1, LD_PC_SSE_DONE, 20);
+  Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 1u);
+  EXPECT_EQ(t.requests[0].client_port, 40000);
+  EXPECT_EQ(t.requests[0].token_ns.size(), 3u);
+  EXPECT_EQ(t.requests[0].token_events, (std::vector<uint16_t>{1, 3, 1}));
+
+  Stream one_each;
+  one_each.llama_exchange(0, 2, 100, 5, 40);
+  Timeline u = build(one_each);
+  ASSERT_EQ(u.requests.size(), 1u);
+  EXPECT_TRUE(u.requests[0].token_events.empty());  // one event per send: nothing kept
+}

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/event_analyzer.hpp"
+#include "events.h"
 #include "report/report.hpp"
 #include "trace/trace_header.hpp"
 
@@ -159,4 +160,15 @@ TEST(TraceMeta, AnEarlyTraceWithProbesInTheHeaderAndNoTrailerStillReads) {
   const auto report = analyse(header, nullptr);
   ASSERT_EQ(report.probes.size(), 1u);
   EXPECT_EQ(report.probes[0].name, "sock");
+}
+
+TEST(TraceMeta, RecordsOfANewerLayoutAreSaidToNeedTheirOwnVersion) {
+  json header = good_header();
+  header["record_layout_version"] = LD_RECORD_LAYOUT_VERSION + 1;
+  header["agent"] = {{"name", "latency-doctor"}, {"version", "9.0.0"}};
+  const auto report = analyse(header, good_trailer());
+  bool said = false;
+  for (const auto& w : report.warnings) said = said || w.find("read it with the version that recorded it (9.0.0)") != std::string::npos;
+  EXPECT_TRUE(said);
+  EXPECT_EQ(ld::trace::read_meta(good_header(), nullptr).header.record_layout_version, 1u);  // before the field
 }

@@ -1,0 +1,295 @@
+// Root tier, issue 35: client and server side by side with the real agent. `bench` drives the
+// sample server, directly and through a proxy that buffers (a small one in this test, and nginx
+// gzipping the stream where nginx is installed: apt-get install nginx-light); the agent
+// records with --client the bench's token log, and the joined report must put the extra client
+// time outside the server and raise the proxy-buffering finding. Directly, client and server
+// TTFT must agree to within 5 ms at the median.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "agent_util.hpp"
+#include "proc_util.hpp"
+
+using namespace std::chrono_literals;
+using namespace ld::test::agent;
+using nlohmann::json;
+
+namespace {
+
+bool write_all(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::send(fd, data, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+int listen_on_loopback(int& port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 64) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  port = ntohs(addr.sin_port);
+  return fd;
+}
+
+int connect_loopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A reverse proxy that buffers responses the way a proxy with response buffering does: requests
+// pass at once, response bytes are held until `flush_bytes` have gathered or the response ends
+// (the chunked terminator) or the upstream closes. One upstream connection per client connection.
+class BufferingProxy {
+ public:
+  BufferingProxy(int upstream_port, size_t flush_bytes) : upstream_(upstream_port), flush_bytes_(flush_bytes) {
+    listen_fd_ = listen_on_loopback(port_);
+    if (listen_fd_ >= 0) acceptor_ = std::thread([this] { accept_loop(); });
+  }
+  ~BufferingProxy() {
+    stop_ = true;
+    if (acceptor_.joinable()) acceptor_.join();
+    std::lock_guard lock(mu_);
+    for (auto& t : workers_) t.join();
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+  }
+  int port() const { return listen_fd_ >= 0 ? port_ : 0; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1/completions"; }
+
+ private:
+  void accept_loop() {
+    while (!stop_) {
+      pollfd p{listen_fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      const int client = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (client < 0) continue;
+      std::lock_guard lock(mu_);
+      workers_.emplace_back([this, client] { serve(client); });
+    }
+  }
+
+  void serve(int client) {
+    const int upstream = connect_loopback(upstream_);
+    std::string held;
+    char buf[16384];
+    while (!stop_ && upstream >= 0) {
+      pollfd p[2] = {{client, POLLIN, 0}, {upstream, POLLIN, 0}};
+      if (::poll(p, 2, 100) <= 0) continue;
+      if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+        const ssize_t n = ::recv(client, buf, sizeof buf, 0);
+        if (n <= 0 || !write_all(upstream, buf, static_cast<size_t>(n))) break;
+      }
+      if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+        const ssize_t n = ::recv(upstream, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        held.append(buf, static_cast<size_t>(n));
+        const bool response_ended = held.size() >= 5 && held.compare(held.size() - 5, 5, "0\r\n\r\n") == 0;
+        if (held.size() >= flush_bytes_ || response_ended) {
+          if (!write_all(client, held.data(), held.size())) break;
+          held.clear();
+        }
+      }
+    }
+    if (!held.empty()) write_all(client, held.data(), held.size());
+    if (upstream >= 0) ::close(upstream);
+    ::close(client);
+  }
+
+  int upstream_;
+  size_t flush_bytes_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::vector<std::thread> workers_;
+};
+
+struct Joined {
+  json report;
+  json join;  // report["client_join"]
+};
+
+// Attaches to the server with --client LOG, drives `requests` through `url` with bench writing
+// LOG, and returns the joined report. `compressed`: bench accepts gzip like the OpenAI SDKs.
+Joined run_joined(const Server& server, const std::string& url, int requests, const std::string& name,
+                  bool compressed = false) {
+  const std::string log = fmt::format("/tmp/ld-client-join-{}-{}.jsonl", name, getpid());
+  unlink(log.c_str());
+  Joined out;
+  out.report = run_and_report(server.proc->pid(), "60s",
+                              [&] {
+                                ld::bench::BenchOptions o;
+                                o.url = url;
+                                o.requests = requests;
+                                o.concurrency = 2;
+                                o.max_tokens = 20;
+                                o.tokens_out = log;
+                                o.compressed = compressed;
+                                auto result = ld::bench::run_bench(o);
+                                EXPECT_EQ(result.failed, 0);
+                              },
+                              {"--client", log});
+  struct stat st {};
+  EXPECT_EQ(stat(log.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "bench's token log must be private";
+  unlink(log.c_str());
+  out.join = out.report.value("client_join", json::object());
+  return out;
+}
+
+bool has_finding(const json& report, const std::string& rule) {
+  for (const auto& f : report.value("findings", json::array()))
+    if (f.value("rule", "") == rule) return true;
+  return false;
+}
+
+double p50(const json& join, const char* key) { return join.at(key).at("p50").get<double>(); }
+
+void expect_outside_the_server(const Joined& j, int requests) {
+  const json& c = j.join;
+  ASSERT_FALSE(c.empty()) << j.report.dump(1).substr(0, 4000);
+  EXPECT_EQ(c["matched"], requests) << c.dump(1).substr(0, 3000);
+  EXPECT_EQ(c["method"], "time");  // the server's peer was the proxy
+  // The client waited for the whole response; the server sent its first token long before.
+  EXPECT_GT(p50(c, "client_ttft_ms"), p50(c, "server_ttft_ms") + 100) << c.dump(1).substr(0, 3000);
+  EXPECT_GT(p50(c, "after_server_ms"), 100);
+  EXPECT_LT(p50(c, "before_server_ms"), 20);
+  EXPECT_GT(c["outside_ttft_share"].get<double>(), 0.5);
+  EXPECT_GT(c["bunched_share"].get<double>(), 0.5);
+  // client TTFT = before + server + after, for every request.
+  for (const auto& r : c["requests"])
+    EXPECT_NEAR(r["client_ttft_ms"].get<double>(),
+                r["before_server_ms"].get<double>() + r["server_ttft_ms"].get<double>() + r["after_server_ms"].get<double>(),
+                0.01);
+  EXPECT_TRUE(has_finding(j.report, "proxy-buffering")) << j.report["findings"].dump(1);
+  // The server's own report blames nothing on the proxy: its times are its own.
+  EXPECT_LT(j.report["summary"]["ttft_ms"]["p50"].get<double>(), p50(c, "client_ttft_ms") - 100);
+}
+
+}  // namespace
+
+TEST(ClientJoinRoot, DirectlyClientAndServerTtftAgreeWithin5ms) {
+  REQUIRE_BPF();
+  Server server({"--token-ms", "10", "--tokens", "20", "--prefill-base-ms", "30"});
+  ASSERT_GT(server.port, 0) << server.proc->err();
+  const Joined j = run_joined(server, server.url(), 10, "direct");
+  const json& c = j.join;
+  ASSERT_FALSE(c.empty()) << j.report.dump(1).substr(0, 4000);
+  EXPECT_EQ(c["matched"], 10);
+  EXPECT_EQ(c["method"], "client_port");
+  std::cout << "[ client-join ] direct: client TTFT p50 " << p50(c, "client_ttft_ms") << " ms, server "
+            << p50(c, "server_ttft_ms") << " ms, outside p50 " << p50(c, "outside_ttft_ms") << " ms (before "
+            << p50(c, "before_server_ms") << ", after " << p50(c, "after_server_ms") << "), lag p50 "
+            << p50(c, "lag_ms") << " ms\n";
+  EXPECT_LT(std::fabs(p50(c, "client_ttft_ms") - p50(c, "server_ttft_ms")), 5.0);
+  EXPECT_LT(p50(c, "outside_ttft_ms"), 5.0);
+  EXPECT_GE(p50(c, "outside_ttft_ms"), 0.0);
+  EXPECT_FALSE(has_finding(j.report, "proxy-buffering"));
+  EXPECT_FALSE(has_finding(j.report, "client-wait-outside-server"));
+  // Both sides of every definition were measured.
+  EXPECT_EQ(j.report["definitions"]["ttft_ms"]["server"]["n"], 10);
+  EXPECT_EQ(j.report["definitions"]["ttft_ms"]["client"]["n"], 10);
+  EXPECT_EQ(j.report["definitions"]["itl_per_chunk_ms"]["client"]["n"], 10 * 19);
+}
+
+TEST(ClientJoinRoot, ABufferingProxyIsOutsideTheServer) {
+  REQUIRE_BPF();
+  Server server({"--token-ms", "10", "--tokens", "20", "--prefill-base-ms", "30"});
+  ASSERT_GT(server.port, 0) << server.proc->err();
+  BufferingProxy proxy(server.port, 16384);  // a response of 20 tokens (~3 KB) is held whole
+  ASSERT_GT(proxy.port(), 0);
+  const Joined j = run_joined(server, proxy.url(), 8, "proxy");
+  expect_outside_the_server(j, 8);
+  std::cout << "[ client-join ] test proxy: client TTFT p50 " << p50(j.join, "client_ttft_ms") << " ms, server "
+            << p50(j.join, "server_ttft_ms") << " ms, after the send p50 " << p50(j.join, "after_server_ms")
+            << " ms, bunched " << j.join["bunched_share"] << "\n";
+}
+
+// nginx 1.22 with proxy_buffering on (its default) still passes small SSE writes on as they
+// come; what holds a stream back in practice is compression: gzip on for text/event-stream and a
+// client that accepts gzip (browsers, the OpenAI SDKs) get the whole response at its end.
+TEST(ClientJoinRoot, NginxThatGzipsTheStream) {
+  REQUIRE_BPF();
+  const std::string nginx = "/usr/sbin/nginx";
+  if (access(nginx.c_str(), X_OK) != 0) GTEST_SKIP() << "nginx is not installed (apt-get install nginx-light)";
+  Server server({"--token-ms", "10", "--tokens", "20", "--prefill-base-ms", "30"});
+  ASSERT_GT(server.port, 0) << server.proc->err();
+  int port = 0;
+  const int probe = listen_on_loopback(port);  // a free port for nginx
+  ASSERT_GE(probe, 0);
+  ::close(probe);
+  char dir_template[] = "/tmp/ld-nginx-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  std::ofstream(dir + "/nginx.conf") << fmt::format(
+      "daemon off; master_process off; worker_processes 1; pid {0}/nginx.pid; error_log {0}/error.log;\n"
+      "events {{ worker_connections 64; }}\n"
+      "http {{ access_log off; client_body_temp_path {0}/body; proxy_temp_path {0}/proxy;\n"
+      "  fastcgi_temp_path {0}/fcgi; uwsgi_temp_path {0}/uwsgi; scgi_temp_path {0}/scgi;\n"
+      "  upstream llm {{ server 127.0.0.1:{1}; keepalive 4; }}\n"
+      "  server {{ listen 127.0.0.1:{2};\n"
+      "    location / {{ proxy_pass http://llm; proxy_http_version 1.1; proxy_set_header Connection \"\";\n"
+      "      proxy_buffering on; gzip on; gzip_types text/event-stream; gzip_min_length 0; }} }} }}\n",
+      dir, server.port, port);
+  ld::test::Child proxy({nginx, "-p", dir, "-c", dir + "/nginx.conf", "-e", dir + "/error.log"});
+  bool up = false;
+  for (int i = 0; i < 100 && !up; ++i) {
+    const int fd = connect_loopback(port);
+    if (fd >= 0) {
+      ::close(fd);
+      up = true;
+    } else {
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  ASSERT_TRUE(up) << "nginx did not start: " << proxy.err() << ld::test::read_file(dir + "/error.log");
+  const Joined j = run_joined(server, "http://127.0.0.1:" + std::to_string(port) + "/v1/completions", 8, "nginx", true);
+  proxy.signal(SIGTERM);
+  proxy.wait(10s);
+  expect_outside_the_server(j, 8);
+  std::cout << "[ client-join ] nginx gzip on text/event-stream: client TTFT p50 " << p50(j.join, "client_ttft_ms")
+            << " ms, server " << p50(j.join, "server_ttft_ms") << " ms, after the send p50 "
+            << p50(j.join, "after_server_ms") << " ms, bunched " << j.join["bunched_share"] << "\n";
+  std::system(("rm -rf " + dir).c_str());
+}
