@@ -7,8 +7,8 @@ bash scripts/setup.sh
 ctest --test-dir build --output-on-failure --timeout 300 -j1
 bash scripts/html_check.sh  # the HTML report in headless Chromium (installs chromium)
 # ... and the report of a real fault scenario recorded by the root tier (scenario_test.cpp)
-if [ -f build/scenarios/lock_contention.ldtrace ]; then
-  bash scripts/html_check.sh build/scenarios/lock_contention.ldtrace build/html-check/scenario.png
+if [ -f build/scenarios/LockHeldByAMetricsThread.ldtrace ]; then
+  bash scripts/html_check.sh build/scenarios/LockHeldByAMetricsThread.ldtrace build/html-check/scenario.png
 fi
 bash scripts/fuzz.sh "${LD_FUZZ_SECONDS:-30}"  # per target; six targets
 # No BPF program of ours may outlive the tests.

@@ -1,6 +1,7 @@
 #include "analysis/attribution.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 
@@ -17,6 +18,14 @@ using namespace model;
 namespace {
 
 constexpr int kMaxWakerDepth = 4;
+// A waker of at least this share of a thread's typical token gaps (and of kMinProducerWakes
+// of them) is its producer: one wake-up per token is a hand-off (an event loop fed by eight
+// engine threads gets an eighth of its wake-ups from each); a lock holder that gets in the way
+// now and then wakes it in the outliers, not in the typical gaps.
+// How far after a wait that ran out the walk looks for the producer that ended the waiting.
+constexpr size_t kHandoffLookAhead = 64;
+constexpr double kProducerShare = 0.05;
+constexpr uint64_t kMinProducerWakes = 3;
 constexpr double kNsPerMs = 1e6;
 
 double ms(uint64_t ns) { return static_cast<double>(ns) / kNsPerMs; }
@@ -155,10 +164,116 @@ void WindowAccount::add(const WindowAccount& other) {
     }
     for (const auto& [k, v] : theirs.sums) ours.sums[k] += v;
   }
+  own_contention_ns += other.own_contention_ns;
+  own_culprits.insert(other.own_culprits.begin(), other.own_culprits.end());
 }
 
 Attributor::Attributor(const EvidenceStore& store, std::set<uint32_t> target_tgids)
     : store_(store), targets_(std::move(target_tgids)), cursors_(store.threads().size()) {}
+
+void Attributor::learn_handoffs(uint32_t tid, uint64_t a, uint64_t b, uint64_t gaps) {
+  const ThreadEvidence* t = tid ? store_.thread(tid) : nullptr;
+  if (!t || b <= a) return;
+  Handoffs& h = handoffs_[tid];
+  h.gaps += gaps;
+  const auto& offs = t->offcpu;
+  auto it = std::partition_point(offs.begin(), offs.end(), [&](const OffCpu& o) { return o.on_ns <= a; });
+  for (; it != offs.end() && it->off_ns < b; ++it)
+    if (!it->preempted && it->waker_tid != 0 && it->waker_tid != tid && traced(it->waker_tid, it->waker_tgid) &&
+        !is_gil_block(*t, *it))
+      h.wakes[it->waker_tid]++;
+}
+
+bool Attributor::is_gil_block(const ThreadEvidence& t, const OffCpu& off) const {
+  // Threads that take turns on the GIL wake each other at every hand-over: that is contention
+  // between peers, not a producer handing a token over. The same test as charge_blocked's: the
+  // futex call's address is the GIL's, or the GIL probe's waits cover most of a futex block.
+  if (t.gil_waits.empty() && t.syscalls.empty()) return false;
+  const uint64_t a = off.off_ns, b = std::max(off.wake_ns, off.off_ns);
+  if (b <= a) return false;
+  Cursors& cur = cursors_[t.index];
+  const Syscall* call = nullptr;
+  uint64_t call_overlap = 0, gil_ns = 0;
+  for_overlapping(t.syscalls, cur.syscalls, t.longest.syscalls, a, b, [](const Syscall& s) { return s.start_ns; },
+                  [](const Syscall& s) { return s.end_ns; }, [&](const Syscall& s) {
+                    if (const uint64_t o = overlap(a, b, s.start_ns, s.end_ns); o > call_overlap) { call = &s; call_overlap = o; }
+                  });
+  if (call && is_futex_kind(call->kind)) return store_.is_gil_address(t.tgid, call->arg0);
+  for_overlapping(t.gil_waits, cur.gil_waits, t.longest.gil_waits, a, b, [](const GilWait& g) { return g.start_ns; },
+                  [](const GilWait& g) { return g.end_ns; }, [&](const GilWait& g) {
+                    const uint64_t o = overlap(a, b, g.start_ns, g.end_ns), span = g.end_ns - g.start_ns;
+                    gil_ns += g.count > 1 && span > g.dur_ns
+                                  ? static_cast<uint64_t>(static_cast<double>(o) * static_cast<double>(g.dur_ns) /
+                                                          static_cast<double>(span))
+                                  : o;
+                  });
+  const bool in_futex = off.syscall_nr == ~0u || cause_of_blocking_syscall(off.syscall_nr) == Cause::kLockContention;
+  return in_futex && 2 * gil_ns >= b - a;
+}
+
+void Attributor::finish_learning() {
+  for (auto& [tid, h] : handoffs_) {
+    uint64_t total = 0, best = 0;
+    for (const auto& [waker, n] : h.wakes) {
+      total += n;
+      if (n >= kMinProducerWakes && static_cast<double>(n) >= kProducerShare * static_cast<double>(h.gaps))
+        h.producers.insert(waker);
+      if (n > best && h.producers.count(waker)) {
+        best = n;
+        h.main = waker;
+      }
+    }
+    if (2 * best < total) h.main = 0;  // several producers, none with most: no single one to follow
+  }
+}
+
+bool Attributor::is_producer(uint32_t consumer, uint32_t waker) const {
+  auto it = handoffs_.find(consumer);
+  return it != handoffs_.end() && it->second.producers.count(waker) > 0;
+}
+
+std::vector<uint32_t> Attributor::producers_of(uint32_t consumer) const {
+  auto it = handoffs_.find(consumer);
+  return it == handoffs_.end() ? std::vector<uint32_t>{} : std::vector<uint32_t>(it->second.producers.begin(), it->second.producers.end());
+}
+
+uint32_t Attributor::main_producer(uint32_t consumer) const {
+  auto it = handoffs_.find(consumer);
+  return it == handoffs_.end() ? 0 : it->second.main;
+}
+
+uint32_t Attributor::producer_that_ended(const ThreadEvidence& t, const OffCpu& off, uint64_t until) const {
+  // The first later wait (before the window's end) that a producer ended. Wakes by others on
+  // the way are not the hand-off: the GIL dropped by another thread, a timer, a signal.
+  const OffCpu* first = t.offcpu.data();
+  const size_t at = static_cast<size_t>(&off - first);
+  if (at >= t.offcpu.size()) return main_producer(t.tid);
+  for (size_t i = at + 1; i < t.offcpu.size() && i <= at + kHandoffLookAhead && first[i].off_ns < until; ++i) {
+    const OffCpu& next = first[i];
+    if (!next.preempted && next.waker_tid != 0 && next.waker_tid != t.tid && is_producer(t.tid, next.waker_tid))
+      return next.waker_tid;
+  }
+  if (const uint32_t main = main_producer(t.tid)) return main;
+  // None in the window (every wait in it ran out: the producer held the GIL throughout, and
+  // only timers woke the thread): the producer of the last hand-off before it.
+  for (size_t back = 1; back <= at && back <= kHandoffLookAhead; ++back) {
+    const OffCpu& prev = first[at - back];
+    if (!prev.preempted && prev.waker_tid != 0 && prev.waker_tid != t.tid && is_producer(t.tid, prev.waker_tid))
+      return prev.waker_tid;
+  }
+  return 0;
+}
+
+uint32_t Attributor::next_server_waker(const ThreadEvidence& t, const OffCpu& off, uint64_t until) const {
+  const OffCpu* first = t.offcpu.data();
+  const size_t at = static_cast<size_t>(&off - first);
+  for (size_t i = at + 1; i < t.offcpu.size() && i <= at + kHandoffLookAhead && first[i].off_ns < until; ++i) {
+    const OffCpu& next = first[i];
+    if (!next.preempted && next.waker_tid != 0 && next.waker_tid != t.tid && traced(next.waker_tid, next.waker_tgid))
+      return next.waker_tid;
+  }
+  return 0;
+}
 
 bool Attributor::traced(uint32_t tid, uint32_t tgid) const {
   if (tid == 0) return false;
@@ -186,20 +301,36 @@ void Attributor::walk(uint32_t tid, uint64_t a, uint64_t b, Cause running_as, in
   const auto& offs = t->offcpu;
   auto it = offs.begin() + static_cast<std::ptrdiff_t>(util::partition_from(
                                offs, cursors_[t->index].offcpu, [&](const OffCpu& o) { return o.on_ns <= a; }));
+  const bool steps = acc.keep_steps && acc.with_evidence && depth == 0;
+  auto step = [&](uint64_t s, uint64_t e, std::string what) {
+    if (steps && e > s) acc.steps.push_back({s, e, std::move(what)});
+  };
   uint64_t cursor = a;
   for (; it != offs.end() && it->off_ns < b; ++it) {
     const OffCpu& o = *it;
-    if (o.off_ns > cursor) charge_running(t, cursor, o.off_ns, running_as, acc);
+    if (o.off_ns > cursor) {
+      charge_running(t, cursor, o.off_ns, running_as, acc);
+      if (steps) step(cursor, o.off_ns, running_step(t, cursor, o.off_ns));
+    }
     const uint64_t ready = o.preempted || o.wake_ns == 0 ? o.off_ns : std::max(o.wake_ns, o.off_ns);
     if (!o.preempted) {
       const uint64_t s = std::max(o.off_ns, cursor), e = std::min(ready, b);
-      if (e > s) charge_blocked(*t, o, s, e, depth, acc);
+      if (e > s) {
+        charge_blocked(*t, o, s, e, b, depth, acc);
+        if (steps) step(s, e, blocked_step(*t, o, s, e));
+      }
     }
     const uint64_t s = std::max(ready, cursor), e = std::min(o.on_ns, b);
-    if (e > s) charge_runnable(*t, o, s, e, acc);
+    if (e > s) {
+      charge_runnable(*t, o, s, e, acc);
+      step(s, e, "run queue");
+    }
     cursor = std::max(cursor, std::min(o.on_ns, b));
   }
-  if (cursor < b) charge_running(t, cursor, b, running_as, acc);
+  if (cursor < b) {
+    charge_running(t, cursor, b, running_as, acc);
+    if (steps) step(cursor, b, running_step(t, cursor, b));
+  }
 }
 
 void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b, Cause running_as,
@@ -328,6 +459,88 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
   acc.charge(base, left);
 }
 
+Attributor::HotCode Attributor::hot_code(const std::vector<uint32_t>& tids, uint64_t a, uint64_t b,
+                                        size_t top) const {
+  HotCode hot;
+  std::map<std::string, uint32_t> frames, syscalls;
+  uint32_t user = 0;
+  for (uint32_t tid : tids) {
+    const ThreadEvidence* t = store_.thread(tid);
+    if (!t) continue;
+    auto it = std::partition_point(t->samples.begin(), t->samples.end(), [&](const CpuSample& s) { return s.ts_ns < a; });
+    for (; it != t->samples.end() && it->ts_ns < b; ++it) {
+      ++hot.samples;
+      if (it->user_mode) {
+        ++user;
+        continue;
+      }
+      if (const std::string& sc = store_.sample_syscall(*it); !sc.empty()) ++syscalls[sc];
+      const auto* stack = it->kstack_id >= 0 ? store_.kstack(LD_PROBE_PERF, it->kstack_id) : nullptr;
+      if (stack && !stack->empty()) ++frames[stack->front().substr(0, stack->front().find('+'))];
+    }
+  }
+  if (hot.samples == 0) return hot;
+  const double n = hot.samples;
+  hot.user_share = user / n;
+  auto largest = [&](const std::map<std::string, uint32_t>& counts) {
+    std::vector<std::pair<std::string, double>> out;
+    for (const auto& [name, k] : counts) out.emplace_back(name, k / n);
+    std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+    if (out.size() > top) out.resize(top);
+    return out;
+  };
+  hot.kernel_frames = largest(frames);
+  hot.syscalls = largest(syscalls);
+  return hot;
+}
+
+std::string Attributor::covering_call(const ThreadEvidence& t, uint64_t a, uint64_t b) const {
+  // The timed call that covers most of [a, b] (with its file), or "".
+  const Syscall* call = nullptr;
+  uint64_t best = 0;
+  auto it = std::partition_point(t.syscalls.begin(), t.syscalls.end(),
+                                 [&](const Syscall& s) { return s.start_ns + std::min(kLookBackNs, t.longest.syscalls) < a; });
+  for (; it != t.syscalls.end() && it->start_ns < b; ++it)
+    if (const uint64_t o = overlap(a, b, it->start_ns, it->end_ns); o > best) {
+      best = o;
+      call = &*it;
+    }
+  if (!call || 2 * best < b - a) return "";
+  std::string what = syscall_kind_name(call->kind);
+  if (!call->path.empty()) what += " " + call->path;
+  if (is_futex_kind(call->kind) && store_.is_gil_address(t.tgid, call->arg0)) what = "GIL wait";
+  return what;
+}
+
+std::string Attributor::running_step(const ThreadEvidence* t, uint64_t a, uint64_t b) const {
+  // On CPU: inside a timed call that covers most of it (an fsync copying pages), else the
+  // syscall most of its samples were inside, when most were ("getrandom"), else its own code.
+  if (!t) return "running";
+  if (std::string call = covering_call(*t, a, b); !call.empty()) return call;
+  std::map<std::string, uint32_t> in_syscall;
+  std::array<uint32_t, kCauseCount> by_cause{};
+  uint32_t samples = 0;
+  auto it = std::partition_point(t->samples.begin(), t->samples.end(), [&](const CpuSample& s) { return s.ts_ns < a; });
+  for (; it != t->samples.end() && it->ts_ns < b; ++it) {
+    ++samples;
+    ++by_cause[static_cast<size_t>(it->cause)];
+    if (const std::string& sc = store_.sample_syscall(*it); !sc.empty()) ++in_syscall[sc];
+  }
+  for (const auto& [name, n] : in_syscall)
+    if (2 * n > samples) return name;
+  // Kernel stacks cut before the syscall entry still show what the kernel was doing.
+  for (size_t c = 0; c < kCauseCount; ++c)
+    if (c != static_cast<size_t>(Cause::kCompute) && 2 * by_cause[c] > samples)
+      return fmt::format("running ({})", model::cause_id(static_cast<Cause>(c)));
+  return "running";
+}
+
+std::string Attributor::blocked_step(const ThreadEvidence& t, const OffCpu& off, uint64_t a, uint64_t b) const {
+  // The timed call that covers most of the block, else the syscall it blocked in.
+  if (std::string call = covering_call(t, a, b); !call.empty()) return call;
+  return off.syscall_nr != ~0u ? syscall_name(off.syscall_nr) : "blocked";
+}
+
 uint64_t Attributor::throttled_ns_in(uint64_t a, uint64_t b, Cursors& cur) const {
   const auto& samples = store_.cgroup_samples();
   if (samples.size() < 2) return 0;
@@ -364,10 +577,17 @@ void Attributor::charge_runnable(const ThreadEvidence& t, const OffCpu& off, uin
   const uint64_t waited = len - throttled;
   if (!waited) return;
   acc.charge(Cause::kCpuContention, waited);
-  if (!acc.with_evidence) return;  // what follows only names the culprit
   // A preempted thread names who took its CPU; a woken one that waited names who ran before it
   // got in (the record's holder): for a long wait both are the task that kept it out.
   const bool took = off.preempted && off.waker_tid != 0;
+  const uint32_t culprit_tid = took ? off.waker_tid : off.holder_tid;
+  const uint32_t culprit_tgid = took ? off.waker_tgid : off.holder_tgid;
+  if (culprit_tid != 0 && targets_.count(culprit_tgid)) {
+    acc.own_contention_ns += waited;
+    constexpr size_t kMaxCulprits = 1024;  // a bound, far above any server's busy threads
+    if (acc.own_culprits.size() < kMaxCulprits) acc.own_culprits.insert(culprit_tid);
+  }
+  if (!acc.with_evidence) return;  // what follows only names the culprit
   nlohmann::json culprit = nlohmann::json::object();
   if (took || off.holder_tid != 0) {
     culprit["culprit_comm"] = store_.comm_name(took ? off.waker_comm : off.holder_comm);
@@ -378,7 +598,7 @@ void Attributor::charge_runnable(const ThreadEvidence& t, const OffCpu& off, uin
 }
 
 void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint64_t a, uint64_t b,
-                                int depth, WindowAccount& acc) const {
+                                uint64_t until, int depth, WindowAccount& acc) const {
   const uint64_t len = b - a;
   // 1. Timed evidence on this thread that covers the block.
   uint64_t gil_ns = 0;
@@ -386,7 +606,14 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
   Cursors& cur = cursors_[t.index];
   for_overlapping(t.gil_waits, cur.gil_waits, t.longest.gil_waits, a, b, [](const GilWait& g) { return g.start_ns; },
                   [](const GilWait& g) { return g.end_ns; }, [&](const GilWait& g) {
-                    gil_ns += overlap(a, b, g.start_ns, g.end_ns);
+                    // A record of summed short waits spans up to a second of them, with work
+                    // and sleeps between: only its waits' share of the overlap is GIL time.
+                    const uint64_t o = overlap(a, b, g.start_ns, g.end_ns);
+                    const uint64_t span = g.end_ns - g.start_ns;
+                    gil_ns += g.count > 1 && span > g.dur_ns
+                                  ? static_cast<uint64_t>(static_cast<double>(o) * static_cast<double>(g.dur_ns) /
+                                                          static_cast<double>(span))
+                                  : o;
                     gil_waits += g.count;
                   });
   const Syscall* call = nullptr;
@@ -405,7 +632,13 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
   const bool ev = acc.with_evidence;
   Cause cause = Cause::kUnknown;
   nlohmann::json strings;
-  if (gil_ns > 0 || (call && is_futex_kind(call->kind) && store_.is_gil_address(t.tgid, call->arg0))) {
+  // A GIL wait is a futex wait: the wait's own address decides when the futex probe timed it;
+  // else the GIL probe's waits must cover most of a block made in futex (a sleep or a read
+  // between two GIL waits is not one).
+  const bool in_futex = off.syscall_nr == ~0u || cause_of_blocking_syscall(off.syscall_nr) == Cause::kLockContention;
+  const bool gil_wait = call && is_futex_kind(call->kind) ? store_.is_gil_address(t.tgid, call->arg0)
+                                                          : in_futex && 2 * gil_ns >= len;
+  if (gil_wait) {
     cause = Cause::kGil;
   } else if (in_reclaim) {
     cause = Cause::kSwapReclaim;
@@ -432,12 +665,34 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
     }
   }
 
-  // 2. Waits that are their own explanation, whoever ends them.
+  // Whether a thread of the server ended the wait. A timer or an interrupt wakes from IRQ
+  // context, where the kernel's "waker" is whatever task the interrupt found running: the idle
+  // task, or another process (a compiler on a busy host). Such a wait ran out; nobody handed
+  // anything over.
+  const bool woken_by_server = off.waker_tid != 0 && off.waker_tid != t.tid && traced(off.waker_tid, off.waker_tgid);
+
+  // 2. Waits that are their own explanation, whoever ends them. Except a GIL wait that the
+  //    thread's producer ended (or, for waits that ran out on the GIL's switch interval, the
+  //    next one it ended): the producer held the GIL to make the token (an engine thread
+  //    running the model's Python, building a buffer), so the wait is its work, split by what
+  //    it did; a GIL held by any other thread is contention.
+  if (cause == Cause::kGil && depth < kMaxWakerDepth) {
+    const uint32_t ender = woken_by_server ? off.waker_tid : next_server_waker(t, off, until);
+    if (ender && is_producer(t.tid, ender) && store_.thread(ender)) {
+      if (ev) note(acc, Cause::kCompute, 0, {}, {{"handoffs", 1}});
+      walk(ender, a, b, Cause::kCompute, depth + 1, acc);
+      return;
+    }
+  }
   if (cause == Cause::kGil) {
     acc.charge(Cause::kGil, len);
-    if (ev)
-      note(acc, Cause::kGil, len, {{"method", store_.gil_method(t.tgid)}, {"holder_comm", store_.comm_name(off.waker_comm)}},
-         {{"wait_ms", ms(len)}, {"waits", std::max(1.0, gil_waits)}});
+    if (ev) {
+      // The waker is the thread that dropped the GIL, unless the wait timed out (take_gil's
+      // switch interval): then it is the timer, often in the idle task, which holds nothing.
+      nlohmann::json gil = {{"method", store_.gil_method(t.tgid)}};
+      if (woken_by_server) gil["holder_comm"] = store_.comm_name(off.waker_comm);
+      note(acc, Cause::kGil, len, std::move(gil), {{"wait_ms", ms(len)}, {"waits", std::max(1.0, gil_waits)}});
+    }
     return;
   }
   if (cause == Cause::kDiskIo || cause == Cause::kKvAlloc || cause == Cause::kSwapReclaim) {
@@ -448,6 +703,24 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
     return;
   }
   const bool timed_out = call && is_futex_kind(call->kind) && call->ret == -ETIMEDOUT;
+  // A hand-off: the wait ended when (or while) the thread's producer handed over the token: its
+  // time, split by what it did. A timed wait that ran out and loops is one too (llama.cpp's HTTP
+  // threads wait a second at a time, an event loop's epoll has timers): the producer that
+  // ended the waiting was busy for the whole of it.
+  // An event-loop wait (epoll, poll, a sleep) that a thread other than a producer ended is
+  // no hand-off either: a timer's interrupt names whichever thread it found running (a GIL
+  // holder spinning in Python), and a background thread posting to the loop makes no token.
+  const bool ran_out = timed_out || !woken_by_server || (cause == Cause::kAppWait && !is_producer(t.tid, off.waker_tid));
+  if ((cause == Cause::kLockContention || (cause == Cause::kAppWait && ran_out)) && depth < kMaxWakerDepth) {
+    const uint32_t producer = ran_out ? producer_that_ended(t, off, until)
+                              : is_producer(t.tid, off.waker_tid) ? off.waker_tid
+                                                                  : 0;
+    if (producer && producer != t.tid && store_.thread(producer)) {
+      if (ev) note(acc, Cause::kCompute, 0, {}, {{"handoffs", 1}});
+      walk(producer, a, b, Cause::kCompute, depth + 1, acc);
+      return;
+    }
+  }
   // 3. Woken by another traced thread: what held that thread up is what held this one up.
   //    Its running time is the lock's hold time for a lock wait, plain compute otherwise.
   if (!timed_out && off.waker_tid != t.tid && traced(off.waker_tid, off.waker_tgid) && depth < kMaxWakerDepth) {

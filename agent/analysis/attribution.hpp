@@ -38,6 +38,18 @@ struct WindowAccount {
   std::array<uint64_t, kCauseCount> ns{};
   std::array<CauseEvidence, kCauseCount> evidence;
   bool with_evidence = true;  // false: times only (the typical-token profile drops the evidence)
+  // Of the cpu_contention time, what waited behind the target's own threads (the server as its
+  // own neighbour: more busy threads than CPUs), and which of its threads held the CPUs.
+  uint64_t own_contention_ns = 0;
+  std::set<uint32_t> own_culprits;
+  // With keep_steps: what the window's own thread did, piece by piece, in order (not the
+  // threads the walk followed).
+  struct Step {
+    uint64_t a = 0, b = 0;
+    std::string what;
+  };
+  bool keep_steps = false;
+  std::vector<Step> steps;
   uint64_t total_ns() const;
   // Adds another account's times and evidence (its strings win when its largest piece is larger).
   void add(const WindowAccount& other);
@@ -56,6 +68,30 @@ class Attributor {
   // WindowAccount per window.
   void account_into(WindowAccount& acc, uint32_t tid, uint64_t a, uint64_t b) const;
 
+  // Hand-offs. Real servers move every token between threads: an HTTP thread waits on a
+  // condition variable for the engine loop (llama.cpp), an event loop for an engine thread. A
+  // thread that regularly wakes a token thread during its typical gaps is that thread's
+  // producer: a wait it ends is the producer's time, split by what the producer did, not lock
+  // contention. Learn from every typical window (`gaps` token gaps in [a, b] of `tid`) before
+  // accounting any window, then call finish_learning() once.
+  void learn_handoffs(uint32_t tid, uint64_t a, uint64_t b, uint64_t gaps);
+  void finish_learning();
+  // For tests and the report's facts: whether `waker` hands `consumer` its tokens.
+  bool is_producer(uint32_t consumer, uint32_t waker) const;
+  // The one producer of most of `consumer`'s wake-ups, or 0.
+  uint32_t main_producer(uint32_t consumer) const;
+  std::vector<uint32_t> producers_of(uint32_t consumer) const;
+
+  // What ran on a CPU in [a, b] on `tids`, from their samples: the share in user code, and the
+  // hottest kernel functions (each kernel sample's innermost frame) and the syscalls they were
+  // in, by share of all samples, largest first (at most `top` each).
+  struct HotCode {
+    uint32_t samples = 0;
+    double user_share = 0;
+    std::vector<std::pair<std::string, double>> kernel_frames, syscalls;
+  };
+  HotCode hot_code(const std::vector<uint32_t>& tids, uint64_t a, uint64_t b, size_t top = 3) const;
+
  private:
   // Where the last search of each of a thread's lists ended (ThreadEvidence::index): the next
   // window of the same thread usually starts there. Only speeds searches up; results are the same.
@@ -67,14 +103,34 @@ class Attributor {
   void walk(uint32_t tid, uint64_t a, uint64_t b, Cause running_as, int depth, WindowAccount& acc) const;
   void charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b, Cause running_as, WindowAccount& acc) const;
   void charge_runnable(const ThreadEvidence& t, const OffCpu& off, uint64_t a, uint64_t b, WindowAccount& acc) const;
-  void charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint64_t a, uint64_t b, int depth,
+  // until: the end of the walked window (a hand-off that ended the wait happens before it).
+  void charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint64_t a, uint64_t b, uint64_t until, int depth,
                       WindowAccount& acc) const;
+  // Names of the steps (WindowAccount::keep_steps).
+  std::string running_step(const ThreadEvidence* t, uint64_t a, uint64_t b) const;
+  std::string blocked_step(const ThreadEvidence& t, const OffCpu& off, uint64_t a, uint64_t b) const;
+  std::string covering_call(const ThreadEvidence& t, uint64_t a, uint64_t b) const;
+  bool is_gil_block(const ThreadEvidence& t, const OffCpu& off) const;
   uint64_t throttled_ns_in(uint64_t a, uint64_t b, Cursors& cur) const;
   bool traced(uint32_t tid, uint32_t tgid) const;
+
+  // After `off`, a wait that ran out (a timer or a timeout ended it): the producer whose wake-up
+  // ended the thread's waiting, when the thread's next woken waits say so; else main_producer.
+  uint32_t producer_that_ended(const ThreadEvidence& t, const OffCpu& off, uint64_t until) const;
+  // The first thread of the server to end one of `t`'s waits after `off`, before `until`; or 0.
+  uint32_t next_server_waker(const ThreadEvidence& t, const OffCpu& off, uint64_t until) const;
+
+  struct Handoffs {
+    uint64_t gaps = 0;                   // typical token gaps seen
+    std::map<uint32_t, uint64_t> wakes;  // waker tid -> blocks of this thread it ended in them
+    std::set<uint32_t> producers;        // wakers of at least kProducerShare of the gaps
+    uint32_t main = 0;                   // the producer of most wake-ups, when it has most
+  };
 
   const EvidenceStore& store_;
   std::set<uint32_t> targets_;
   mutable std::vector<Cursors> cursors_;
+  std::map<uint32_t, Handoffs> handoffs_;  // by the token thread
 };
 
 // Fills report.outliers, typical, ttft_fit, periodicity, window_facts and sets attributed.

@@ -11,6 +11,19 @@ namespace ld::analysis {
 using namespace model;
 namespace {
 
+// The syscall a kernel stack is inside: its entry frame (__x64_sys_NAME, __arm64_sys_NAME,
+// __ia32_sys_NAME), innermost first so the outermost such frame wins.
+std::string syscall_of_stack(const std::vector<std::string>& frames) {
+  std::string found;
+  for (const std::string& f : frames) {
+    for (const char* prefix : {"__x64_sys_", "__arm64_sys_", "__ia32_sys_"}) {
+      const size_t n = std::strlen(prefix);
+      if (f.compare(0, n, prefix) == 0) found = f.substr(n, f.find('+') == std::string::npos ? std::string::npos : f.find('+') - n);
+    }
+  }
+  return found;
+}
+
 std::string comm_string(const char* comm) { return std::string(comm, strnlen(comm, LD_COMM_LEN)); }
 
 // Stable, and a no-op on the common case: a thread's records arrive nearly in time order, and
@@ -259,6 +272,13 @@ bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
   return true;
 }
 
+const std::string& EvidenceStore::sample_syscall(const CpuSample& s) const {
+  static const std::string none;
+  if (s.user_mode || s.kstack_id < 0) return none;
+  auto it = perf_stack_syscalls_.find(s.kstack_id);
+  return it == perf_stack_syscalls_.end() ? none : it->second;
+}
+
 void EvidenceStore::finish() {
   // Samples hit a few hundred distinct stacks a million times: classify each stack once.
   std::unordered_map<int64_t, Cause> perf_stack_causes;
@@ -293,8 +313,10 @@ void EvidenceStore::finish() {
     }
     if (t.comm.empty()) t.comm = comm_of(tid);
   }
-  for (const auto& [key, frames] : kstacks_)
+  for (const auto& [key, frames] : kstacks_) {
     if (key.first == LD_PROBE_SCHED) sched_stack_causes_[key.second] = classify_kernel_stack(frames);
+    if (key.first == LD_PROBE_PERF) perf_stack_syscalls_[key.second] = syscall_of_stack(frames);
+  }
   sort_by(cgroup_, [](const CgroupSample& c) { return c.ts_ns; });
   sort_by(net_, [](const NetSample& n) { return n.ts_ns; });
   sort_by(tcp_, [](const TcpEvent& e) { return e.ts_ns; });

@@ -138,6 +138,9 @@ class EvidenceStore {
   const std::vector<FreqSample>& freq_samples() const { return freq_; }
   uint64_t retransmits_between(uint64_t a, uint64_t b) const;
   const std::vector<std::string>* kstack(uint32_t source, int64_t id) const;
+  // The syscall an on-CPU sample's kernel stack is inside ("getrandom", from its
+  // __x64_sys_getrandom frame), or "" (user mode, or no syscall frame).
+  const std::string& sample_syscall(const CpuSample& s) const;
   const std::string& comm_name(uint32_t id) const { return comm_names_[id]; }  // OffCpu comms
   // classify_kernel_stack() of the sched probe's stack `id` (kUnknown when the trace lacks it),
   // classified once in finish(): blocked intervals ask for the same few stacks again and again.
@@ -161,6 +164,7 @@ class EvidenceStore {
   std::map<uint32_t, uint32_t> gil_methods_;
   std::map<std::pair<uint32_t, int64_t>, std::vector<std::string>> kstacks_;
   std::unordered_map<int64_t, Cause> sched_stack_causes_;
+  std::unordered_map<int64_t, std::string> perf_stack_syscalls_;
   std::vector<CgroupSample> cgroup_;
   std::vector<NetSample> net_;
   std::vector<TcpEvent> tcp_;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <set>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -31,6 +32,55 @@ struct Window {
   uint32_t tid = 0;
   double baseline_ms = 0;
 };
+
+// The token thread's steps as a person reads them: neighbours of the same name merged, then the
+// longest kActivitySteps kept in their order (a 300 ms fsync matters, a hundred 1 ms waits
+// between tokens do not). A thread that did the same few things hundreds of times (GIL waits
+// between bytecodes) is told as totals instead: "GIL wait 324 ms x3648, running 15 ms".
+constexpr size_t kActivitySteps = 8;
+constexpr uint64_t kActivityMinNs = 500'000;
+constexpr double kActivityInOrderShare = 0.6;  // the kept steps must tell this much of the time
+
+std::vector<model::ActivityStep> activity_of(const std::vector<WindowAccount::Step>& steps) {
+  struct Piece {
+    std::string what;
+    uint64_t ns = 0;
+    uint32_t times = 1;
+  };
+  std::vector<Piece> merged;
+  uint64_t total = 0;
+  for (const auto& s : steps) {
+    total += s.b - s.a;
+    if (!merged.empty() && merged.back().what == s.what) merged.back().ns += s.b - s.a;
+    else merged.push_back({s.what, s.b - s.a});
+  }
+  auto keep_longest = [](const std::vector<Piece>& pieces) {
+    std::vector<uint64_t> lengths;
+    for (const Piece& p : pieces)
+      if (p.ns >= kActivityMinNs) lengths.push_back(p.ns);
+    std::sort(lengths.rbegin(), lengths.rend());
+    const uint64_t cut = lengths.size() > kActivitySteps ? lengths[kActivitySteps - 1] : kActivityMinNs;
+    std::vector<Piece> kept;
+    for (const Piece& p : pieces)
+      if (p.ns >= cut && kept.size() < kActivitySteps) kept.push_back(p);
+    return kept;
+  };
+  std::vector<Piece> kept = keep_longest(merged);
+  uint64_t told = 0;
+  for (const Piece& p : kept) told += p.ns;
+  if (static_cast<double>(told) < kActivityInOrderShare * static_cast<double>(total)) {
+    std::vector<Piece> totals;  // by name, in the order each first happened
+    for (const Piece& p : merged) {
+      auto it = std::find_if(totals.begin(), totals.end(), [&](const Piece& t) { return t.what == p.what; });
+      if (it == totals.end()) totals.push_back({p.what, p.ns, 1});
+      else it->ns += p.ns, it->times++;
+    }
+    kept = keep_longest(totals);
+  }
+  std::vector<model::ActivityStep> out;
+  for (const Piece& p : kept) out.push_back({p.what, std::round(ms(p.ns) * 10) / 10, p.times});
+  return out;
+}
 
 std::vector<model::CauseTime> causes_of(const WindowAccount& acc, uint64_t window_ns) {
   std::vector<model::CauseTime> causes;
@@ -169,6 +219,15 @@ nlohmann::json window_facts(const EvidenceStore& store, uint64_t start, uint64_t
     f["time_wait_entries"] = tw_entries;
     f["retransmits"] = store.retransmits_between(start, end + 1);
     if (requests) f["connects_per_request"] = static_cast<double>(connects) / static_cast<double>(requests);
+    if (duration_ms) {
+      // A socket stays in TIME_WAIT for TCP_TIMEWAIT_LEN, 60 s, fixed in the kernel (not
+      // tcp_fin_timeout): the rate it enters at, held that long, is the steady state a short
+      // trace has not reached yet.
+      constexpr double kTimeWaitSeconds = 60;
+      const double per_s = static_cast<double>(tw_entries) * 1000.0 / static_cast<double>(duration_ms);
+      f["time_wait_per_s"] = std::round(per_s * 10) / 10;
+      f["time_wait_projected"] = std::round(per_s * kTimeWaitSeconds);
+    }
   }
   const auto& cg = store.cgroup_samples();
   if (cg.size() >= 2 && cg.back().throttled_ns != ~0ULL && cg.front().throttled_ns != ~0ULL) {
@@ -248,6 +307,32 @@ void apply_cold_start(model::Outlier& o, double since_start_ms) {
   o.causes.push_back(std::move(cold));
   std::erase_if(o.causes, [](const model::CauseTime& c) { return c.ms < 0.05; });  // scaled to dust
   std::sort(o.causes.begin(), o.causes.end(), [](const auto& x, const auto& y) { return x.ms > y.ms; });
+}
+
+// A slow token that computed far more than the typical token ran extra code: how much more,
+// and what its CPU samples saw (user code as a share; the kernel functions and syscalls by
+// name). The token thread's samples, and its producer's when another thread makes its tokens.
+void describe_extra_code(model::Outlier& o, const Attributor& attributor, uint32_t tid, uint64_t a, uint64_t b,
+                         double typical_compute_ms) {
+  auto compute = std::find_if(o.causes.begin(), o.causes.end(),
+                              [](const model::CauseTime& c) { return c.cause == Cause::kCompute; });
+  if (compute == o.causes.end() || compute->ms <= typical_compute_ms) return;
+  auto round1 = [](double v) { return std::round(v * 10) / 10; };
+  compute->evidence["excess_ms"] = round1(compute->ms - typical_compute_ms);
+  compute->evidence["typical_ms"] = round1(typical_compute_ms);
+  std::vector<uint32_t> tids{tid};
+  if (const uint32_t producer = attributor.main_producer(tid)) tids.push_back(producer);
+  const Attributor::HotCode hot = attributor.hot_code(tids, a, b);
+  if (hot.samples == 0) return;
+  auto listed = [](const std::vector<std::pair<std::string, double>>& items) {
+    std::string out;
+    for (const auto& [name, share] : items) out += fmt::format("{}{} {:.0f}%", out.empty() ? "" : ", ", name, share * 100);
+    return out;
+  };
+  compute->evidence["samples"] = hot.samples;
+  compute->evidence["user_share"] = std::round(hot.user_share * 100) / 100;
+  if (!hot.kernel_frames.empty()) compute->evidence["kernel_frames"] = listed(hot.kernel_frames);
+  if (!hot.syscalls.empty()) compute->evidence["in_syscalls"] = listed(hot.syscalls);
 }
 
 std::string culprit_of(const model::Outlier& o) {
@@ -381,26 +466,38 @@ void attribute(model::Report& report, const Timeline& timeline, const Timeline* 
   WindowAccount typical_sum;
   typical_sum.with_evidence = false;  // only the times are summed: evidence for every gap was waste
   uint64_t typical_ns = 0;
-  uint32_t run_tid = 0;
-  uint64_t run_a = 0, run_b = 0;
-  auto walk_run = [&] {
-    if (run_tid) attributor.account_into(typical_sum, run_tid, run_a, run_b);
+  struct Run {
+    uint32_t tid;
+    uint64_t a, b, gaps;
   };
+  std::vector<Run> runs;
   auto on_typical = [&](const Window& w) {
     if (!report.attributed || w.tid == 0) return;
-    if (w.tid == run_tid && w.a == run_b) {
-      run_b = w.b;
+    if (!runs.empty() && w.tid == runs.back().tid && w.a == runs.back().b) {
+      runs.back().b = w.b;
+      runs.back().gaps++;
     } else {
-      walk_run();
-      run_tid = w.tid;
-      run_a = w.a;
-      run_b = w.b;
+      runs.push_back({w.tid, w.a, w.b, 1});
     }
     typical_ns += w.b - w.a;
     report.typical.windows++;
   };
   std::vector<Window> windows = find_outliers(timeline, matched, report.outlier_config, report.ttft_fit, on_typical);
-  walk_run();
+  // Who hands each token thread its tokens is learned from the typical gaps, before any window
+  // is accounted: the typical token's waits are hand-offs as much as the outliers' are.
+  for (const Run& r : runs) attributor.learn_handoffs(r.tid, r.a, r.b, r.gaps);
+  attributor.finish_learning();
+  // And the producers' own hand-offs over the same gaps: an engine loop that waits for its
+  // worker pool each step (llama.cpp's main loop and its threads) is handed its work the same way.
+  std::set<uint32_t> token_threads;
+  for (const Run& r : runs) token_threads.insert(r.tid);
+  for (const Run& r : runs)
+    for (uint32_t producer : attributor.producers_of(r.tid))
+      if (!token_threads.count(producer)) attributor.learn_handoffs(producer, r.a, r.b, r.gaps);
+  attributor.finish_learning();
+  for (const Run& r : runs) attributor.account_into(typical_sum, r.tid, r.a, r.b);
+  const double typical_compute_ms =
+      report.typical.windows ? ms(typical_sum.ns_of(Cause::kCompute)) / static_cast<double>(report.typical.windows) : 0;
   const uint64_t first_start = timeline.requests.empty() ? 0 : timeline.requests.front().start_ns;
   // The first request counts as "first since start" when the target started shortly before the
   // trace saw it (otherwise earlier requests may have warmed it up before we attached).
@@ -422,6 +519,8 @@ void attribute(model::Report& report, const Timeline& timeline, const Timeline* 
     o.duration_ms = ms(w.b - w.a);
     o.baseline_ms = std::round(w.baseline_ms * 1000) / 1000;
     o.tid = w.tid;
+    uint64_t own_ns = 0;
+    size_t own_threads = 0;
     if (report.attributed && w.tid == 0) {
       o.causes = {{Cause::kUnknown, o.duration_ms, 1.0, nlohmann::json::object()}};  // no thread sent it
     } else if (report.attributed) {
@@ -435,10 +534,19 @@ void attribute(model::Report& report, const Timeline& timeline, const Timeline* 
         acc.evidence_of(c).strings = {{"before_server_ms", std::round(ms(pre) * 10) / 10},
                                       {"new_connection", new_conn}};
       }
-      acc.add(attributor.account(w.tid, w.walk_from, w.b));
+      acc.keep_steps = true;
+      attributor.account_into(acc, w.tid, w.walk_from, w.b);
       o.causes = causes_of(acc, w.b - w.a);
+      o.activity = activity_of(acc.steps);
+      describe_extra_code(o, attributor, w.tid, w.walk_from, w.b, typical_compute_ms);
+      own_ns = acc.own_contention_ns;
+      own_threads = acc.own_culprits.size();
     }
     o.facts = outlier_facts(store, r, w, w.request == 0, target_start_mono_ns);
+    if (own_ns) {  // runnable behind the server's own threads
+      o.facts["own_contention_ms"] = std::round(ms(own_ns) * 10) / 10;
+      o.facts["own_busy_threads"] = own_threads;
+    }
     if (report.attributed && w.kind == "ttft" && w.request == 0 && fresh_target && later_ttft_outliers == 0)
       apply_cold_start(o, ms(w.a - target_start_mono_ns));
     ends.push_back(w.b);
@@ -447,6 +555,8 @@ void attribute(model::Report& report, const Timeline& timeline, const Timeline* 
   if (report.attributed) {
     report.typical.total_ms = ms(typical_ns);
     report.typical.causes = causes_of(typical_sum, typical_ns);
+    report.typical.own_contention_ms = ms(typical_sum.own_contention_ns);
+    report.typical.own_busy_threads = typical_sum.own_culprits.size();
     for (auto& c : report.typical.causes) c.evidence = nlohmann::json::object();
   }
   report.periodicity = find_period(ends);

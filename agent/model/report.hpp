@@ -93,6 +93,14 @@ struct CauseTime {
   nlohmann::json evidence = nlohmann::json::object();
 };
 
+// One step of what the token's thread did in a slow window, in order: "fsync /var/log/app.log",
+// "getrandom" (a syscall its on-CPU samples were in), "running", "run queue".
+struct ActivityStep {
+  std::string what;
+  double ms = 0;
+  uint32_t times = 1;  // > 1: the total of that many separate steps of the same kind
+};
+
 struct Outlier {
   std::string kind;             // "ttft" | "tpot"
   std::string request;          // RequestRow::id
@@ -107,6 +115,7 @@ struct Outlier {
   // Window facts beside the split: input_bytes, input_tokens, first_request (bool),
   // since_target_start_ms, cpu_khz_min, cpu_khz_max, time_wait, connects, throttled_ms, ...
   nlohmann::json facts = nlohmann::json::object();
+  std::vector<ActivityStep> activity;  // the token thread's own steps, in order (merged, the longest kept)
 };
 
 // The same accounting summed over every non-outlier TPOT gap: what a typical token costs.
@@ -114,6 +123,10 @@ struct Profile {
   uint64_t windows = 0;
   double total_ms = 0;
   std::vector<CauseTime> causes;  // ms summed over the windows, share of total_ms
+  // Of cpu_contention: the ms spent runnable behind the target's own threads, and how many of
+  // its threads held the CPUs then (the server as its own neighbour).
+  double own_contention_ms = 0;
+  uint64_t own_busy_threads = 0;
 };
 
 // TTFT = a*sqrt(input) + b, least squares over the requests with a known input length.

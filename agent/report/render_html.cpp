@@ -514,6 +514,7 @@ std::string outliers_html(const Report& r) {
       const std::string e = evidence_summary(c.evidence);
       if (!e.empty()) evidence += "<div><code>" + h(id(c.cause) + ": " + e) + "</code></div>";
     }
+    if (!o.activity.empty()) evidence += "<div class=\"note\">the thread: " + h(activity_text(o.activity)) + "</div>";
     rows.push_back({h(o.kind), h(o.request), std::to_string(o.token_index),
                     fmt::format("{:.3f}", seconds_after_start(r, o.end_mono_ns)), ms_cell(o.duration_ms),
                     ms_cell(o.baseline_ms), causes.empty() ? "<span class=\"note\">unknown</span>" : causes, evidence});

@@ -169,6 +169,13 @@ J outlier_json(const Outlier& o, int64_t realtime_minus_monotonic_ns) {
   j["end_unix_ns"] = mono_to_unix_ns(o.end_mono_ns, realtime_minus_monotonic_ns);
   j["tid"] = o.tid;
   j["facts"] = convert<J>(o.facts, J::object());
+  J activity = J::array();
+  for (const auto& s : o.activity) {
+    J step = {{"what", s.what}, {"ms", ms_value<J>(s.ms)}};
+    if (s.times > 1) step["times"] = s.times;
+    activity.push_back(std::move(step));
+  }
+  j["activity"] = activity;
   return j;
 }
 

@@ -222,6 +222,7 @@ std::string outliers_section(const Report& r) {
                                  o.token_index, ms_cell(o.duration_ms), ms_cell(o.baseline_ms));
     if (!o.causes.empty()) out += " = " + cause_list(o.causes, true);
     out += "\n";
+    if (!o.activity.empty()) out += kIndent + kIndent + "the thread: " + printable(activity_text(o.activity)) + "\n";
   }
   return out + fit_line(r);
 }

@@ -282,6 +282,15 @@ std::string causes_summary(const std::vector<CauseTime>& causes) {
   return out;
 }
 
+std::string activity_text(const std::vector<model::ActivityStep>& steps) {
+  std::string out;
+  for (const auto& s : steps) {
+    out += fmt::format("{}{} {} ms", out.empty() ? "" : ", ", s.what, ms_cell(s.ms));
+    if (s.times > 1) out += fmt::format(" ({} times)", s.times);
+  }
+  return out;
+}
+
 std::string evidence_summary(const nlohmann::json& evidence) {
   if (!evidence.is_object()) return "";
   std::string out;

@@ -98,6 +98,8 @@ CauseTotals typical_totals(const Report& r);
 Cause dominant_cause(const Outlier& o);
 // "disk_io 300.0 ms, unknown 12.0 ms"
 std::string causes_summary(const std::vector<CauseTime>& causes);
+// What the token's thread did, in order: "fsync /var/log/app.log 272 ms, running 14 ms" (unescaped)
+std::string activity_text(const std::vector<model::ActivityStep>& steps);
 // "syscall=fsync, path=/var/log/app.log" (unescaped)
 std::string evidence_summary(const nlohmann::json& evidence);
 

@@ -43,22 +43,30 @@ void summary_facts(const model::Report& r, FactSet& facts) {
   }
 }
 
+// A cause that takes this share of a slow token's window counts for it (cause.C.material), even
+// when another cause took more: a finding for every cause that matters, not only the largest.
+constexpr double kMaterialShare = 0.2;
+
 void outlier_facts(const model::Report& r, FactSet& facts) {
   uint64_t ttft = 0;
   double explained = 0;
   using model::Cause;
   std::array<double, model::kCauseCount> ms{}, max_ms{};
-  std::array<uint64_t, model::kCauseCount> top{};
+  std::array<uint64_t, model::kCauseCount> top{}, material{};
   std::array<const model::CauseTime*, model::kCauseCount> strongest{};  // the outlier where C had most ms
-  double total_ms = 0;
+  double total_ms = 0, own_ms = 0, own_threads = 0;
   for (const model::Outlier& o : r.outliers) {
     if (o.kind == "ttft") ++ttft;
+    if (auto own = o.facts.find("own_contention_ms"); own != o.facts.end() && own->is_number()) own_ms += own->get<double>();
+    if (auto n = o.facts.find("own_busy_threads"); n != o.facts.end() && n->is_number())
+      own_threads = std::max(own_threads, n->get<double>());
     total_ms += o.duration_ms;
     double known = 0;
     for (const model::CauseTime& c : o.causes) {
       const auto i = static_cast<size_t>(c.cause);
       ms[i] += c.ms;
       if (c.cause != Cause::kUnknown) known += c.share;
+      if (c.share >= kMaterialShare) ++material[i];
       if (c.ms > max_ms[i]) {
         max_ms[i] = c.ms;
         strongest[i] = &c;
@@ -66,6 +74,10 @@ void outlier_facts(const model::Report& r, FactSet& facts) {
     }
     if (!o.causes.empty()) ++top[static_cast<size_t>(o.causes.front().cause)];
     explained += std::min(known, 1.0);
+  }
+  if (const double contention = ms[static_cast<size_t>(Cause::kCpuContention)]; contention > 0) {
+    facts.set("cause.cpu_contention.own_share", own_ms / contention);
+    facts.set("cause.cpu_contention.own_threads", own_threads);
   }
   facts.set("outliers.count", r.outliers.size());
   facts.set("outliers.ttft", ttft);
@@ -75,6 +87,7 @@ void outlier_facts(const model::Report& r, FactSet& facts) {
     const auto i = static_cast<size_t>(cause.cause);
     const std::string prefix = fmt::format("cause.{}.", cause.id);
     facts.set(prefix + "outliers", top[i]);
+    facts.set(prefix + "material", material[i]);
     facts.set(prefix + "ms", ms[i]);
     facts.set(prefix + "max_ms", max_ms[i]);
     facts.set(prefix + "share", total_ms > 0 ? ms[i] / total_ms : 0.0);
@@ -86,6 +99,13 @@ void outlier_facts(const model::Report& r, FactSet& facts) {
 
 void typical_facts(const model::Report& r, FactSet& facts) {
   if (r.typical.windows == 0) return;
+  if (r.typical.total_ms > 0) {
+    double contention = 0;
+    for (const model::CauseTime& c : r.typical.causes)
+      if (c.cause == model::Cause::kCpuContention) contention = c.ms;
+    if (contention > 0) facts.set("typical.cpu_contention.own_share", r.typical.own_contention_ms / contention);
+    facts.set("typical.cpu_contention.own_threads", r.typical.own_busy_threads);
+  }
   for (const model::CauseTime& c : r.typical.causes) {
     const std::string prefix = fmt::format("typical.{}.", model::cause_id(c.cause));
     facts.set(prefix + "share", c.share);

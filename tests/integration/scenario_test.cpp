@@ -39,8 +39,19 @@ struct Outcome {
   double accuracy() const { return outliers ? static_cast<double>(top_hits) / outliers : 0; }
 };
 
+// The idle task (swapper) never holds a GIL or a lock: a report that names it as a holder has
+// taken a timer's wake-up for a hand-over.
+void expect_no_idle_holder(const json& report) {
+  for (const auto& out : report.value("outliers", json::array()))
+    for (const auto& c : out.value("causes", json::array())) {
+      const std::string holder = c.value("evidence", json::object()).value("holder_comm", "");
+      EXPECT_EQ(holder.rfind("swapper", 0), std::string::npos) << "the idle task named as holder: " << c.dump();
+    }
+}
+
 Outcome judge(json report, const std::string& cause) {
   Outcome o;
+  expect_no_idle_holder(report);
   o.report = std::move(report);
   for (const auto& out : o.report.value("outliers", json::array())) {
     ++o.outliers;
@@ -99,11 +110,12 @@ Outcome run_scenario(const std::string& name, const std::string& cause, Child& s
   const int port = port_of(server);
   EXPECT_GT(port, 0) << server.err();
   if (port <= 0) return {};
-  // Each scenario's trace is kept (build/scenarios/CAUSE.ldtrace): scripts/test.sh renders one
+  // Each scenario's trace is kept (build/scenarios/TEST.ldtrace): scripts/test.sh renders one
   // as HTML in Chromium, and `report` can be re-run on them while tuning the attribution.
   const std::string dir = std::string(LD_BUILD_DIR) + "/scenarios";
   mkdir(dir.c_str(), 0700);
-  attach_extra.insert(attach_extra.end(), {"--record", dir + "/" + cause + ".ldtrace"});
+  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  attach_extra.insert(attach_extra.end(), {"--record", dir + "/" + test + ".ldtrace"});
   json report = run_and_report(server.pid(), "120s", [&] { drive(port); }, attach_extra);
   EXPECT_FALSE(report.is_discarded());
   Outcome o = judge(report, cause);
@@ -116,6 +128,20 @@ bool has_finding(const json& report, const std::string& cause) {
   for (const auto& f : report.value("findings", json::array()))
     if (f.value("cause", "") == cause && !f.value("remedy", "").empty()) return true;
   return false;
+}
+
+// The typical token's share of `cause` (0 when absent).
+double typical_share(const json& report, const std::string& cause) {
+  for (const auto& c : report["attribution"]["typical"].value("causes", json::array()))
+    if (c.value("cause", "") == cause) return c.value("share", 0.0);
+  return 0;
+}
+
+// A clean run of a real stack: the typical token is its compute, and no finding warns.
+void expect_clean(const Outcome& o, double min_compute = 0.7) {
+  EXPECT_GE(typical_share(o.report, "compute"), min_compute) << o.report["attribution"]["typical"].dump(1);
+  for (const auto& f : o.report.value("findings", json::array()))
+    EXPECT_EQ(f.value("severity", ""), "info") << f.dump(1);
 }
 
 void expect_cause_on_top(const Outcome& o, size_t min_outliers, const std::string& cause) {
@@ -229,4 +255,136 @@ TEST(Scenario, ConnectionChurnThroughASlowAcceptQueue) {
                            {"--tokens", "jsonl:" + tokens});
   expect_cause_on_top(o, 4, "time_wait");
   unlink(tokens.c_str());
+}
+
+// ---- Real stacks and their shapes: FastAPI + uvicorn (Debian's python3-fastapi and
+// python3-uvicorn, the API layer of vLLM and SGLang: engine threads hand tokens to the event
+// loop), and llama-server's threads (--engine batch: HTTP threads wait on a condition variable
+// for an engine loop that runs batched steps on a worker pool).
+
+std::string fastapi_skip_reason() {
+  if (system("/usr/bin/python3 -c 'import fastapi, uvicorn' >/dev/null 2>&1") != 0)
+    return "Debian's python3-fastapi and python3-uvicorn are not installed (scripts/setup.sh installs them)";
+  return "";
+}
+
+#define REQUIRE_FASTAPI()                                                         \
+  do {                                                                             \
+    REQUIRE_BPF();                                                                 \
+    if (auto why = fastapi_skip_reason(); !why.empty()) GTEST_SKIP() << why;       \
+  } while (0)
+
+std::vector<std::string> fastapi_server(std::vector<std::string> extra) {
+  std::vector<std::string> argv{"/usr/bin/python3", std::string(LD_SOURCE_DIR) + "/tests/target/fastapi_engine_server.py",
+                                "--token-ms", "20", "--tokens", "30"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+TEST(RealStack, FastApiCleanRunIsItsCompute) {
+  REQUIRE_FASTAPI();
+  Child server(fastapi_server({}));
+  Outcome o = run_scenario("fastapi clean (engine thread per request, tokens via call_soon_threadsafe)", "compute",
+                           server, [](int port) { load(port, 6, 1, 30); });
+  expect_clean(o);
+}
+
+TEST(RealStack, FastApiPythonWorkInTheEventLoop) {
+  REQUIRE_FASTAPI();
+  Child server(fastapi_server({"--loop-python-ms", "250", "--loop-every", "15"}));
+  Outcome o = run_scenario("fastapi compute (250 ms of Python in the event loop every 15 tokens)", "compute", server,
+                           [](int port) { load(port, 4, 1, 30); });
+  EXPECT_GE(o.outliers, 4u);
+  EXPECT_GE(o.accuracy(), 0.9) << o.report["outliers"].dump(1);
+  // Not a dead end: the finding says the slow tokens computed more than the typical one.
+  EXPECT_TRUE(has_finding(o.report, "compute")) << o.report["findings"].dump(1);
+}
+
+TEST(RealStack, FastApiEngineSleepIsNotTheGil) {
+  REQUIRE_FASTAPI();
+  Child server(fastapi_server({"--sleep-ms", "350", "--sleep-every", "12"}));
+  Outcome o = run_scenario("fastapi app_wait (the engine thread sleeps 350 ms every 12 tokens)", "app_wait", server,
+                           [](int port) { load(port, 4, 1, 30); });
+  expect_cause_on_top(o, 4, "app_wait");
+  EXPECT_EQ(o.top_causes.count("gil"), 0u) << o.report["outliers"].dump(1);
+}
+
+TEST(RealStack, FastApiLockHeldByAMetricsThreadInC) {
+  REQUIRE_FASTAPI();
+  Child server(fastapi_server({"--lock-hold-ms", "250", "--lock-period-ms", "900"}));
+  Outcome o = run_scenario("fastapi lock_contention (a metrics thread holds a Lock 250 ms, hashing in C)",
+                           "lock_contention", server, [](int port) { load(port, 6, 1, 30); });
+  expect_cause_on_top(o, 3, "lock_contention");
+}
+
+TEST(RealStack, FastApiGilHeldByAPythonThread) {
+  REQUIRE_FASTAPI();
+  Child server(fastapi_server({"--gil-hog-ms", "250", "--gil-hog-period-ms", "1000"}));
+  Outcome o = run_scenario("fastapi gil (a thread runs 250 ms of Python every 1 s)", "gil", server,
+                           [](int port) { load(port, 6, 1, 30); });
+  expect_cause_on_top(o, 3, "gil");
+}
+
+TEST(RealStack, FastApiLoggerThatAllocatesWritesAndFsyncsNamesBoth) {
+  REQUIRE_FASTAPI();
+  // Every 10th token the engine builds a 48 MiB record (fresh pages), writes it and fsyncs:
+  // two causes of similar size in every slow token; both must get a finding.
+  Child server(fastapi_server({"--fsync-every", "10", "--fsync-mib", "48"}));
+  Outcome o = run_scenario("fastapi mixed (48 MiB record built, written and fsync'd every 10 tokens)", "disk_io", server,
+                           [](int port) { load(port, 4, 1, 30); });
+  EXPECT_GE(o.outliers, 4u);
+  EXPECT_TRUE(has_finding(o.report, "disk_io")) << o.report["findings"].dump(1);
+  EXPECT_TRUE(has_finding(o.report, "kv_alloc")) << o.report["findings"].dump(1);
+}
+
+TEST(RealStack, BatchEngineCleanRunIsItsCompute) {
+  REQUIRE_BPF();
+  // One worker: with the engine loop and the connection threads that fits two CPUs; two
+  // workers on two CPUs make the server its own neighbour (the next scenario but one).
+  Child server(sample_server({"--engine", "batch", "--engine-threads", "1", "--token-ms", "10"}));
+  Outcome o = run_scenario("llama.cpp-shaped clean (HTTP threads wait on a condvar for an engine loop)", "compute",
+                           server, [](int port) { load(port, 6, 2, 30); });
+  expect_clean(o);
+  EXPECT_LT(typical_share(o.report, "lock_contention"), 0.1) << o.report["attribution"]["typical"].dump(1);
+  EXPECT_FALSE(has_finding(o.report, "lock_contention")) << o.report["findings"].dump(1);
+}
+
+TEST(RealStack, BatchEngineFsyncIsTheEnginesDiskIo) {
+  REQUIRE_BPF();
+  const std::string log = "/tmp/ld-scenario-engine-" + std::to_string(getpid()) + ".log";
+  Child server(sample_server({"--engine", "batch", "--engine-threads", "1", "--token-ms", "10", "--fault", "disk_io", "--fault-every", "20",
+                              "--fault-ms", "300", "--fault-file", log}));
+  Outcome o = run_scenario("llama.cpp-shaped disk_io (the engine loop fsyncs a log every 20 tokens)", "disk_io", server,
+                           [](int port) { load(port, 4, 1, 30); });
+  expect_cause_on_top(o, 3, "disk_io");
+  EXPECT_FALSE(has_finding(o.report, "lock_contention")) << o.report["findings"].dump(1);
+  unlink(log.c_str());
+}
+
+TEST(RealStack, TheServerAsItsOwnNeighbour) {
+  REQUIRE_BPF();
+  // Six request threads of 30 ms of work a token on two CPUs: every token waits for a CPU behind
+  // the server's own threads.
+  Child server(sample_server({"--token-ms", "30"}));
+  Outcome o = run_scenario("cpu_contention by the server's own threads (6 streams on 2 CPUs)", "cpu_contention",
+                           server, [](int port) { load(port, 12, 6, 20); });
+  bool self = false, neighbour = false;
+  for (const auto& f : o.report.value("findings", json::array())) {
+    self = self || f.value("rule", "") == "cpu-self-contention";
+    neighbour = neighbour || f.value("rule", "") == "cpu-contention";
+  }
+  EXPECT_TRUE(self) << o.report["findings"].dump(1);
+  EXPECT_FALSE(neighbour) << "the remedy for another task must not be given: " << o.report["findings"].dump(1);
+}
+
+TEST(RealStack, ConnectionChurnWithoutLatencyIsStillFound) {
+  REQUIRE_BPF();
+  // A connection per request, a few tokens each, as fast as bench goes: no slow token, but the
+  // TIME_WAIT rate, held 60 s, would pile up thousands of sockets.
+  Child server(sample_server({"--close-after-stream", "--token-ms", "1", "--tokens", "2"}));
+  Outcome o = run_scenario("time_wait churn without latency (connection per request)", "time_wait", server,
+                           [](int port) { load(port, 400, 4, 2); });
+  bool churn = false;
+  for (const auto& f : o.report.value("findings", json::array())) churn = churn || f.value("rule", "") == "time-wait-churn";
+  EXPECT_TRUE(churn) << o.report["findings"].dump(1) << o.report["window_facts"].dump(1);
 }

@@ -27,6 +27,8 @@
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
+#include <memory>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -78,6 +80,13 @@ struct Options {
   long neighbour_threads = 0;
   double neighbour_burst_ms = 500;
   double neighbour_period_ms = 3000;
+  // --engine batch: llama-server's threads. One engine thread runs every stream's tokens as
+  // batched steps on a pool of --engine-threads workers (a new request's prefill in the same
+  // step, stalling every stream); the connection threads wait on a condition variable, a
+  // second at a time, for their next token.
+  std::string engine;            // "" (each connection computes its own tokens) | batch
+  long engine_threads = 2;
+  double prefill_chunk_ms = 0;   // batch: prefill at most this much per step (chunked prefill); 0 = all
   bool help = false;
 };
 
@@ -194,6 +203,21 @@ const std::vector<OptionSpec>& option_specs() {
        [](Options& o, const char* v) { return parse_double(v, 1, 1e7, o.neighbour_burst_ms); }},
       {"--neighbour-period-ms", "F", "noisy neighbour: one burst every this many ms (default 3000)",
        [](Options& o, const char* v) { return parse_double(v, 1, 1e7, o.neighbour_period_ms); }},
+      {"--engine", "MODE",
+       "batch: one engine thread computes every stream's tokens in batched steps on --engine-threads "
+       "workers, new prefills in the same step; connection threads wait for their tokens on a "
+       "condition variable in a 1 s timed loop, as llama-server's HTTP threads do (default: each "
+       "connection thread computes its own tokens)",
+       [](Options& o, const char* v) {
+         o.engine = v;
+         return o.engine == "batch";
+       }},
+      {"--engine-threads", "N", "batch: worker threads a step's work is split over (default 2)",
+       [](Options& o, const char* v) { return parse_long(v, 1, 64, o.engine_threads); }},
+      {"--prefill-chunk-ms", "F",
+       "batch: prefill at most this many ms of work per step, so running streams keep their pace "
+       "(chunked prefill; default 0: a whole prefill in one step)",
+       [](Options& o, const char* v) { return parse_double(v, 0, 1e7, o.prefill_chunk_ms); }},
       {"--help", nullptr, "show this help",
        [](Options& o, const char*) { return o.help = true; }},
   };
@@ -855,6 +879,140 @@ void after_token_work(const Options& o) {
   else if (o.fault == "batch") wait_for_batch(o.fault_ms);
 }
 
+// ------------------------------------------------------------------------------------ batch engine
+
+// One stream of the batch engine: the engine fills `ready`, the connection thread takes from it.
+struct Slot {
+  long tokens = 0;            // to make
+  double prefill_left = 0;    // ms of prefill work not done yet
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<long> ready;     // token indexes made and not yet sent
+};
+
+// A step's work split over the workers; the engine thread waits for all of them (llama.cpp's
+// ggml thread pool inside one llama_decode).
+class WorkerPool {
+ public:
+  explicit WorkerPool(long threads) {
+    for (long i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  }
+  // `ms` of CPU work in all, in equal parts.
+  void run(double ms) {
+    std::unique_lock l(mu_);
+    share_ms_ = ms / static_cast<double>(workers_.size());
+    pending_ = workers_.size();
+    ++generation_;
+    cv_.notify_all();
+    done_cv_.wait(l, [this] { return pending_ == 0; });
+  }
+
+ private:
+  void work() {
+    uint64_t seen = 0;
+    while (true) {
+      double ms;
+      {
+        std::unique_lock l(mu_);
+        cv_.wait(l, [&] { return generation_ != seen; });
+        seen = generation_;
+        ms = share_ms_;
+      }
+      burn_ms(ms);
+      std::lock_guard l(mu_);
+      if (--pending_ == 0) done_cv_.notify_one();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  uint64_t generation_ = 0;
+  size_t pending_ = 0;
+  double share_ms_ = 0;
+  std::vector<std::thread> workers_;
+};
+
+class BatchEngine {
+ public:
+  explicit BatchEngine(const Options& o) : o_(o), pool_(o.engine_threads) {
+    std::thread([this] { loop(); }).detach();
+  }
+  void submit(std::shared_ptr<Slot> slot) {
+    std::lock_guard l(mu_);
+    slots_.push_back(std::move(slot));
+    cv_.notify_one();
+  }
+
+ private:
+  // One step: the prefills still due (a chunk each with --prefill-chunk-ms), then one token for
+  // every stream whose prefill is done, computed together.
+  void loop() {
+    ::prctl(PR_SET_NAME, "engine-loop", 0, 0, 0);
+    while (!g_stop.load()) {
+      std::vector<std::shared_ptr<Slot>> batch;
+      {
+        std::unique_lock l(mu_);
+        cv_.wait_for(l, std::chrono::milliseconds(200), [this] { return !slots_.empty(); });
+        batch = slots_;
+      }
+      if (batch.empty()) continue;
+      double work = 0;
+      bool decoding = false;
+      for (auto& s : batch) {
+        if (s->prefill_left > 0) {
+          const double chunk = o_.prefill_chunk_ms > 0 ? std::min(o_.prefill_chunk_ms, s->prefill_left) : s->prefill_left;
+          s->prefill_left -= chunk;
+          work += chunk;
+        } else {
+          decoding = true;
+        }
+      }
+      if (decoding) work += o_.token_ms;
+      pool_.run(work);
+      for (auto& s : batch) {
+        if (s->prefill_left > 0) continue;
+        if (!o_.fault.empty()) after_token_work(o_);
+        std::lock_guard l(s->mu);
+        s->ready.push_back(s->tokens--);
+        s->cv.notify_one();
+      }
+      std::lock_guard l(mu_);
+      std::erase_if(slots_, [](const auto& s) { return s->tokens <= 0; });
+    }
+  }
+  const Options& o_;
+  WorkerPool pool_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<Slot>> slots_;
+};
+
+BatchEngine& batch_engine(const Options& o) {
+  static auto* engine = new BatchEngine(o);  // leaked on purpose: detached threads use it
+  return *engine;
+}
+
+// The connection thread's side: waits for each token the way llama-server's HTTP threads do,
+// on a condition variable in a 1 s timed loop.
+bool stream_batched(SseStream& s, const std::string& id, long n, double prefill_ms, const Options& o) {
+  auto slot = std::make_shared<Slot>();
+  slot->tokens = n;
+  slot->prefill_left = prefill_ms;
+  batch_engine(o).submit(slot);
+  for (long i = 0; i < n; ++i) {
+    {
+      std::unique_lock l(slot->mu);
+      while (slot->ready.empty()) {
+        if (g_stop.load()) return false;
+        slot->cv.wait_for(l, std::chrono::seconds(1));
+      }
+      slot->ready.pop_front();
+    }
+    if (!s.headers_sent() && !s.headers()) return false;
+    if (!s.event(token_event(id, i + 1 == n))) return false;
+  }
+  return true;
+}
+
 // Serves one completion. Returns whether the connection may serve another request.
 bool stream_completion(int fd, const Request& req, const Options& o) {
   std::optional<long> max_tokens;
@@ -872,8 +1030,13 @@ bool stream_completion(int fd, const Request& req, const Options& o) {
   if (o.fault == "cold_start") cold_start_once(o);
   if (o.fault == "kv_alloc" && static_cast<double>(req.body.size()) >= o.fault_min_kb * 1024)
     touch_fresh_memory(static_cast<size_t>(o.fault_mib) << 20, false);
-  burn_ms(o.prefill_base_ms + o.prefill_ms_per_kb * static_cast<double>(req.body.size()) / 1024.0);
-  for (long i = 0; i < n; ++i) {
+  const double prefill_ms = o.prefill_base_ms + o.prefill_ms_per_kb * static_cast<double>(req.body.size()) / 1024.0;
+  if (o.engine == "batch") {
+    if (!stream_batched(s, id, n, prefill_ms, o)) return false;
+  } else {
+    burn_ms(prefill_ms);
+  }
+  for (long i = 0; o.engine.empty() && i < n; ++i) {
     burn_ms(o.token_ms);
     if (!o.fault.empty()) after_token_work(o);
     if (g_stop.load()) return false;

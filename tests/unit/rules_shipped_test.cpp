@@ -85,6 +85,7 @@ ld::model::Outlier outlier_from(const json& j, const Report& r) {
   for (const json& c : j.at("causes"))
     o.causes.push_back({ld::model::parse_cause(c.at("cause").get<std::string>()).value(), c.at("ms"), c.at("ms").get<double>() / o.duration_ms,
                         c.value("evidence", json::object())});
+  if (j.contains("facts")) o.facts = j["facts"];  // e.g. own_contention_ms: the server as its own neighbour
   return o;
 }
 

@@ -1,0 +1,179 @@
+#!/usr/bin/python3
+"""An SSE completion server shaped like the API layer of vLLM and SGLang, on the real stack:
+FastAPI + uvicorn (Debian's python3-fastapi, python3-uvicorn).
+
+Each request gets an engine thread that makes its tokens with native work that releases the GIL
+(hashlib over a buffer: CPython drops the GIL for large inputs) and hands each token to the event
+loop with call_soon_threadsafe; the endpoint streams them from an async generator, one SSE
+`data:` event per token, then `[DONE]`. Faults, each off by default:
+
+  --loop-python-ms MS --loop-every N   pure-Python work in the event loop every N tokens (compute)
+  --sleep-ms MS --sleep-every N        the engine thread sleeps every N tokens (app_wait)
+  --fsync-every N --fsync-mib MIB      the engine thread logs MIB and fsyncs every N tokens (disk_io)
+  --lock-hold-ms MS                    a metrics thread holds a threading.Lock the engine takes per
+                                       token for MS every --lock-period-ms, hashing in C with the
+                                       GIL released (lock_contention)
+  --gil-hog-ms MS                      a thread runs pure Python for MS every --gil-hog-period-ms,
+                                       holding the GIL (gil)
+
+Prints "listening on 127.0.0.1:PORT" when ready.
+"""
+import argparse
+import asyncio
+import hashlib
+import os
+import socket
+import sys
+import tempfile
+import threading
+import time
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
+
+ARGS = None
+WORK = b"\x5a" * (1 << 20)  # hashed per token: native work, GIL released
+TOKEN_LOCK = threading.Lock()
+HASHES_PER_MS = 1.0
+
+
+def calibrate():
+    """How many 1 MiB hashes make a millisecond here (best of a few runs)."""
+    global HASHES_PER_MS
+    best = 0.0
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(20):
+            hashlib.sha256(WORK).digest()
+        took_ms = (time.perf_counter() - t) * 1000
+        best = max(best, 20 / max(took_ms, 1e-3))
+    HASHES_PER_MS = best
+
+
+def native_work(ms):
+    """ms of CPU in C code that releases the GIL."""
+    n = max(1, int(round(ms * HASHES_PER_MS)))
+    for _ in range(n):
+        hashlib.sha256(WORK).digest()
+
+
+def python_work(ms):
+    """ms of pure-Python bytecode: holds the GIL, runs in the caller's thread."""
+    end = time.thread_time() + ms / 1000.0
+    x = 0
+    while time.thread_time() < end:
+        for _ in range(200):
+            x += 1
+    return x
+
+
+def log_and_fsync(path, mib):
+    with open(path, "ab") as f:
+        f.write(b"\0" * (mib << 20))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def engine(loop, queue, tokens):
+    """One request's token generator: runs in its own thread."""
+    log_path = os.path.join(tempfile.gettempdir(), f"fastapi-engine-{os.getpid()}.log")
+    for i in range(tokens):
+        with TOKEN_LOCK:  # the engine's bookkeeping per token (a metrics thread may hold it)
+            pass
+        native_work(ARGS.token_ms)
+        if ARGS.sleep_ms and ARGS.sleep_every and (i + 1) % ARGS.sleep_every == 0:
+            time.sleep(ARGS.sleep_ms / 1000.0)
+        if ARGS.fsync_every and (i + 1) % ARGS.fsync_every == 0:
+            log_and_fsync(log_path, ARGS.fsync_mib)
+        loop.call_soon_threadsafe(queue.put_nowait, i)
+    loop.call_soon_threadsafe(queue.put_nowait, None)
+
+
+def metrics_thread():
+    while True:
+        time.sleep(ARGS.lock_period_ms / 1000.0)
+        with TOKEN_LOCK:
+            native_work(ARGS.lock_hold_ms)
+
+
+def gil_hog_thread():
+    while True:
+        time.sleep(ARGS.gil_hog_period_ms / 1000.0)
+        python_work(ARGS.gil_hog_ms)
+
+
+app = FastAPI()
+
+
+@app.post("/v1/completions")
+@app.post("/v1/chat/completions")
+async def completions(request: Request):
+    body = await request.json()
+    tokens = int(body.get("max_tokens", ARGS.tokens))
+    loop = asyncio.get_running_loop()
+    queue = asyncio.Queue()
+    # The prefill: native work before the first token, in the engine's own thread.
+    prefill_ms = ARGS.prefill_ms
+
+    def run():
+        native_work(prefill_ms)
+        engine(loop, queue, tokens)
+
+    threading.Thread(target=run, daemon=True).start()
+
+    async def stream():
+        n = 0
+        while True:
+            item = await queue.get()
+            if item is None:
+                break
+            n += 1
+            if ARGS.loop_python_ms and ARGS.loop_every and n % ARGS.loop_every == 0:
+                python_work(ARGS.loop_python_ms)  # in the event loop: every stream waits
+            yield f'data: {{"choices":[{{"text":"tok{n}","index":0}}]}}\n\n'
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+@app.get("/health")
+async def health():
+    return {"ok": True}
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--token-ms", type=float, default=30)
+    p.add_argument("--prefill-ms", type=float, default=20)
+    p.add_argument("--tokens", type=int, default=30)
+    p.add_argument("--loop-python-ms", type=float, default=0)
+    p.add_argument("--loop-every", type=int, default=15)
+    p.add_argument("--sleep-ms", type=float, default=0)
+    p.add_argument("--sleep-every", type=int, default=12)
+    p.add_argument("--fsync-every", type=int, default=0)
+    p.add_argument("--fsync-mib", type=int, default=16)
+    p.add_argument("--lock-hold-ms", type=float, default=0)
+    p.add_argument("--lock-period-ms", type=float, default=1000)
+    p.add_argument("--gil-hog-ms", type=float, default=0)
+    p.add_argument("--gil-hog-period-ms", type=float, default=1500)
+    ARGS = p.parse_args()
+    calibrate()
+    if ARGS.lock_hold_ms:
+        threading.Thread(target=metrics_thread, daemon=True).start()
+    if ARGS.gil_hog_ms:
+        threading.Thread(target=gil_hog_thread, daemon=True).start()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", ARGS.port))
+    port = sock.getsockname()[1]
+    print(f"listening on 127.0.0.1:{port}", flush=True)
+    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
