@@ -417,6 +417,19 @@ void run_one(CURL* c, const RequestPlan& plan, BenchRequestResult& r) {
 
   r.start_mono_ns = monotonic_now_ns();
   CURLcode rc = curl_lib().easy_perform(c);
+  // A kept-alive connection the server closed after its last response (llama-server says
+  // Keep-Alive and closes after a stream; Debian's libcurl 7.88 may not notice before sending):
+  // the request never reached it. Send it once more on a new connection.
+  long new_connections = 1;
+  curl_lib().easy_getinfo(c, CURLINFO_NUM_CONNECTS, &new_connections);
+  if ((rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR || rc == CURLE_GOT_NOTHING) && new_connections == 0 &&
+      r.token_mono_ns.empty() && t.error_body.empty()) {
+    errbuf[0] = 0;
+    curl_lib().easy_setopt(c, CURLOPT_FRESH_CONNECT, 1L);
+    r.start_mono_ns = monotonic_now_ns();
+    rc = curl_lib().easy_perform(c);
+    curl_lib().easy_setopt(c, CURLOPT_FRESH_CONNECT, 0L);
+  }
   r.end_mono_ns = monotonic_now_ns();
   curl_lib().easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.http_status);
   long local_port = 0;

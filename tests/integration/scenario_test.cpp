@@ -158,6 +158,7 @@ TEST(Scenario, CleanBaselineBlamesNothingButCompute) {
   Outcome o = run_scenario("clean baseline", "compute", server, [](int port) { load(port, 8, 1, 30); });
   // No outlier may be blamed on a cause other than compute, and no finding is above info.
   EXPECT_EQ(o.top_hits, o.outliers) << o.report["outliers"].dump(1);
+  EXPECT_GE(typical_share(o.report, "compute"), 0.7) << o.report["attribution"]["typical"].dump(1);
   for (const auto& f : o.report.value("findings", json::array()))
     EXPECT_EQ(f.value("severity", ""), "info") << f.dump(1);
 }
@@ -321,7 +322,7 @@ TEST(RealStack, FastApiGilHeldByAPythonThread) {
   REQUIRE_FASTAPI();
   Child server(fastapi_server({"--gil-hog-ms", "250", "--gil-hog-period-ms", "1000"}));
   Outcome o = run_scenario("fastapi gil (a thread runs 250 ms of Python every 1 s)", "gil", server,
-                           [](int port) { load(port, 6, 1, 30); });
+                           [](int port) { load(port, 10, 1, 30); });
   expect_cause_on_top(o, 3, "gil");
 }
 
