@@ -51,6 +51,7 @@ class Intervals {
     spans_ = std::move(merged);
   }
   bool empty() const { return spans_.empty(); }
+  const std::vector<std::pair<uint64_t, uint64_t>>& spans() const { return spans_; }
   uint64_t total() const {
     uint64_t sum = 0;
     for (const auto& s : spans_) sum += s.second - s.first;
@@ -295,7 +296,7 @@ void Attributor::walk(uint32_t tid, uint64_t a, uint64_t b, Cause running_as, in
                       WindowAccount& acc) const {
   const ThreadEvidence* t = tid ? store_.thread(tid) : nullptr;
   if (!t || !store_.has_sched()) {
-    charge_running(t, a, b, running_as, acc);
+    charge_running(t, a, b, running_as, depth, acc);
     return;
   }
   const auto& offs = t->offcpu;
@@ -309,7 +310,7 @@ void Attributor::walk(uint32_t tid, uint64_t a, uint64_t b, Cause running_as, in
   for (; it != offs.end() && it->off_ns < b; ++it) {
     const OffCpu& o = *it;
     if (o.off_ns > cursor) {
-      charge_running(t, cursor, o.off_ns, running_as, acc);
+      charge_running(t, cursor, o.off_ns, running_as, depth, acc);
       if (steps) step(cursor, o.off_ns, running_step(t, cursor, o.off_ns));
     }
     const uint64_t ready = o.preempted || o.wake_ns == 0 ? o.off_ns : std::max(o.wake_ns, o.off_ns);
@@ -328,12 +329,12 @@ void Attributor::walk(uint32_t tid, uint64_t a, uint64_t b, Cause running_as, in
     cursor = std::max(cursor, std::min(o.on_ns, b));
   }
   if (cursor < b) {
-    charge_running(t, cursor, b, running_as, acc);
+    charge_running(t, cursor, b, running_as, depth, acc);
     if (steps) step(cursor, b, running_step(t, cursor, b));
   }
 }
 
-void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b, Cause running_as,
+void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b, Cause running_as, int depth,
                                 WindowAccount& acc) const {
   uint64_t left = b - a;
   // Without scheduler evidence, "running" is only an assumption: say unknown.
@@ -421,8 +422,22 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
          {{"sync_ms", ms(ns)}});
   if (uint64_t ns = take(Cause::kGil, only[kGilWait].total()); ns && evidence)
     note(acc, Cause::kGil, ns, {{"method", store_.gil_method(t->tgid)}}, {{"wait_ms", ms(ns)}});
-  if (uint64_t ns = take(Cause::kLockContention, only[kLockWait].total()); ns && evidence)
+  // A token thread's short futex waits (under the scheduler's itemising threshold, so no waker
+  // is known) are hand-offs when it has one producer: llama-server's HTTP threads wait a
+  // fraction of a millisecond on a condition variable for each token. What the producer did
+  // meanwhile, not lock contention.
+  const uint32_t producer = depth < kMaxWakerDepth && !only[kLockWait].empty() ? main_producer(t->tid) : 0;
+  if (producer && producer != t->tid && store_.thread(producer)) {
+    for (const auto& [s, e] : only[kLockWait].spans()) {
+      const uint64_t len = std::min(e - s, left);
+      if (len == 0) break;
+      walk(producer, s, s + len, Cause::kCompute, depth + 1, acc);
+      left -= len;
+    }
+    if (evidence) note(acc, Cause::kCompute, 0, {}, {{"handoffs", 1}});
+  } else if (uint64_t ns = take(Cause::kLockContention, only[kLockWait].total()); ns && evidence) {
     note(acc, Cause::kLockContention, ns, {{"syscall", "futex"}}, {{"wait_ms", ms(ns)}});
+  }
   // Page faults are counted, not timed: their time comes from the samples below.
   double faults = 0;
   for_overlapping(t->faults, cur.faults, t->longest.faults, a, b, [](const Faults& f) { return f.first_ns; },

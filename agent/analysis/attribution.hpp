@@ -101,7 +101,8 @@ class Attributor {
   };
 
   void walk(uint32_t tid, uint64_t a, uint64_t b, Cause running_as, int depth, WindowAccount& acc) const;
-  void charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b, Cause running_as, WindowAccount& acc) const;
+  void charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b, Cause running_as, int depth,
+                      WindowAccount& acc) const;
   void charge_runnable(const ThreadEvidence& t, const OffCpu& off, uint64_t a, uint64_t b, WindowAccount& acc) const;
   // until: the end of the walked window (a hand-off that ended the wait happens before it).
   void charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint64_t a, uint64_t b, uint64_t until, int depth,
