@@ -15,6 +15,7 @@ PACKAGES=(
   libdeflate-dev                       # trace chunks: zlib streams, 2-3x zlib's speed
   libgtest-dev util-linux              # tests (setpriv drops privileges in one)
   nginx-light                          # tests: a real proxy in front of the sample server
+  python3.11 python3-fastapi python3-uvicorn   # tests: Python targets (frames, gil), a FastAPI server
 )
 
 missing=()
