@@ -208,6 +208,8 @@ std::string readable_symbol(const std::string& mangled) {
   }
   std::string s(out);
   std::free(out);
+  // GCC's partial and specialised copies: "f(double) [clone .part.0] [clone .constprop.0]".
+  for (size_t at; (at = s.rfind(" [clone ")) != std::string::npos && s.back() == ']';) s.resize(at);
   // "ns::f(int) const" -> "ns::f": cut the last balanced parameter list.
   for (const char* suffix : {" const", " volatile", " &&", " &"})
     while (s.size() > std::strlen(suffix) && s.compare(s.size() - std::strlen(suffix), std::string::npos, suffix) == 0)

@@ -17,6 +17,7 @@
 #include "agent_util.hpp"
 #include "probe_test_util.hpp"
 #include "probes/python_frames.hpp"
+#include "probes/user_symbols.hpp"
 
 namespace ld::test {
 namespace {
@@ -172,6 +173,15 @@ TEST(FramesProbe, UserStacksOffAndOn) {
     }
     EXPECT_GT(named, ids.size() / 2);
   }
+}
+
+// C++ names as the reports show them: demangled, without parameters, qualifiers or clone suffixes.
+TEST(FramesProbe, ReadableSymbols) {
+  EXPECT_EQ(probes::readable_symbol("_ZN5ld_wl15slow_detokenizeERKNS_7OptionsEi"), "ld_wl::slow_detokenize");
+  EXPECT_EQ(probes::readable_symbol("_ZN12_GLOBAL__N_17burn_msEd.part.0"), "(anonymous namespace)::burn_ms");
+  EXPECT_EQ(probes::readable_symbol("_ZNK3foo3Bar3getEv"), "foo::Bar::get");
+  EXPECT_EQ(probes::readable_symbol("PyEval_EvalCode"), "PyEval_EvalCode");
+  EXPECT_EQ(probes::readable_symbol("_Znot_a_name"), "_Znot_a_name");
 }
 
 // 3.13's own offsets (_Py_DebugOffsets, read from the file) against the table kept for it: the
