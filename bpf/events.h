@@ -23,7 +23,7 @@
  * meaning, or an enum value that a record carries; then regenerate the golden
  * records trace (tests/unit/golden_records_test.cpp says how) in the same
  * change. */
-#define LD_RECORD_LAYOUT_VERSION 1
+#define LD_RECORD_LAYOUT_VERSION 2  /* 2: user-space frames (ld_cpu_frames, ld_ustack, ld_pystack) */
 
 #ifndef __VMLINUX_H__
 #include <stdint.h>
@@ -75,6 +75,9 @@ enum ld_event_type {
 	LD_EV_CGROUP_SAMPLE = 23, /* struct ld_cgroup_sample: cpu.stat / memory of the target's cgroup */
 	LD_EV_CPU_FREQ = 24,    /* struct ld_cpu_freq: a CPU's frequency changed (or was sampled) */
 	LD_EV_GIL_WAIT = 25,    /* struct ld_gil_wait: a thread waited for the GIL */
+	LD_EV_CPU_FRAMES = 26,  /* struct ld_cpu_frames: a perf sample with its user-space stacks */
+	LD_EV_USTACK = 27,      /* struct ld_ustack: symbolised native user stack (written by user space) */
+	LD_EV_PYSTACK = 28,     /* struct ld_pystack: a Python stack, named (written by user space) */
 	LD_EV_TYPE_MAX
 };
 
@@ -269,6 +272,80 @@ struct ld_kstack {
 	ld_u32 source;       /* enum ld_probe_id whose stack map the id is from */
 	/* char frames[depth][LD_SYM_LEN]: "function+0x1a", NUL-terminated,
 	 * "0xffffffff81234567" when no symbol covers the address */
+};
+
+/* ------------------------------------------------------- user-space frames
+ * What a sample's thread was running in user space (the perf probe, when it
+ * reads user stacks): a native stack (the interrupted instruction, then the
+ * return addresses a frame-pointer walk finds) and, in a CPython process, the
+ * Python frames of the thread's own thread state.  Stacks are kept once in
+ * the kernel's tables; the samples refer to them by id, and user space names
+ * them at the end of a recording, per process (ids are only unique per tgid). */
+
+/* ld_cpu_frames.flags */
+#define LD_FRAMES_PY_TRUNCATED 1  /* deeper than LD_PY_MAX_DEPTH: the outermost frames are cut */
+#define LD_FRAMES_PY_LOST 2       /* Python frames read, but the stack table was full */
+#define LD_FRAMES_PY_NO_THREAD 4  /* a Python process, but no thread state of this thread was found
+				   * (a native thread, or one that has not run Python yet) */
+#define LD_FRAMES_PY_BAD_READ 8   /* a frame could not be read (paged out, or freed under us) */
+
+/* A perf sample (as struct ld_cpu_sample) with the user-space stacks: written
+ * instead of ld_cpu_sample while the probe reads user stacks. */
+struct ld_cpu_frames {
+	struct ld_hdr hdr;
+	ld_s64 kstack_id;    /* as ld_cpu_sample: ld_kstack source LD_PROBE_PERF, < 0 none */
+	ld_u32 user_mode;    /* 1 = the sample hit user code */
+	ld_s32 ustack_id;    /* ld_ustack of hdr.tgid; < 0 = none (-errno of the walk) */
+	ld_u64 pystack_id;   /* ld_pystack of hdr.tgid; 0 = no Python frames */
+	ld_u32 py_depth;     /* Python frames kept */
+	ld_u32 flags;        /* LD_FRAMES_* */
+};
+
+/* A native user stack, named: one per (process, stack id) the samples used.
+ * Variable length: `depth` struct ld_uframe follow, innermost first. */
+#define LD_USTACK_MAX_DEPTH 32
+#define LD_UFUNC_LEN 88
+#define LD_UMODULE_LEN 32
+/* ld_ustack.flags */
+#define LD_USTACK_CUT 1       /* the walk went on past an address in no mapped code (a binary
+			       * without frame pointers): those frames were dropped */
+#define LD_USTACK_NO_MAPS 2   /* the process's mappings were not known: addresses only */
+struct ld_uframe {
+	ld_u64 offset;                /* address - the symbol's start; the file offset when func
+				       * is "" (no symbol covers it); the address when module is "" */
+	char func[LD_UFUNC_LEN];      /* demangled, without the parameter list; "" = no symbol */
+	char module[LD_UMODULE_LEN];  /* the mapped file's name ("libc.so.6"), "" = not in a file */
+};
+struct ld_ustack {
+	struct ld_hdr hdr;   /* hdr.tgid = the process, hdr.tid = 0 */
+	ld_s64 stack_id;
+	ld_u32 depth;
+	ld_u32 flags;        /* LD_USTACK_* */
+	/* struct ld_uframe frames[depth] */
+};
+
+/* A Python stack: one per distinct stack of code objects and lines the
+ * samples saw.  Variable length: `depth` struct ld_pyframe follow, innermost
+ * first. */
+#define LD_PY_MAX_DEPTH 32
+#define LD_PYFUNC_LEN 56
+#define LD_PYFILE_LEN 64
+/* ld_pyframe.flags */
+#define LD_PYFRAME_UNNAMED 1    /* the code object was not in the names table (full, or not a
+				 * code object): func is "?" */
+#define LD_PYFRAME_FILE_CUT 2   /* file holds the last LD_PYFILE_LEN - 1 bytes of the path */
+struct ld_pyframe {
+	ld_s32 line;                /* line number, -1 = unknown */
+	ld_u32 flags;               /* LD_PYFRAME_* */
+	char func[LD_PYFUNC_LEN];   /* co_qualname (3.11+) or co_name: "Handler.do_POST" */
+	char file[LD_PYFILE_LEN];   /* co_filename, its tail when longer */
+};
+struct ld_pystack {
+	struct ld_hdr hdr;   /* hdr.tgid = the process, hdr.tid = 0 */
+	ld_u64 stack_id;
+	ld_u32 depth;
+	ld_u32 flags;        /* LD_FRAMES_PY_TRUNCATED when the stack was cut */
+	/* struct ld_pyframe frames[depth] */
 };
 
 enum ld_syscall_kind {
@@ -583,6 +660,16 @@ LD_AT(ld_cgroup_sample, mem_limit, 72); LD_AT(ld_cgroup_sample, mem_events_high,
 LD_AT(ld_cgroup_sample, mem_events_oom, 88);
 LD_SIZE(ld_cpu_freq, 40); LD_AT(ld_cpu_freq, hdr, 0); LD_AT(ld_cpu_freq, cpu_id, 24);
 LD_AT(ld_cpu_freq, khz, 28); LD_AT(ld_cpu_freq, max_khz, 32); LD_AT(ld_cpu_freq, sampled, 36);
+LD_SIZE(ld_cpu_frames, 56); LD_AT(ld_cpu_frames, hdr, 0); LD_AT(ld_cpu_frames, kstack_id, 24);
+LD_AT(ld_cpu_frames, user_mode, 32); LD_AT(ld_cpu_frames, ustack_id, 36);
+LD_AT(ld_cpu_frames, pystack_id, 40); LD_AT(ld_cpu_frames, py_depth, 48); LD_AT(ld_cpu_frames, flags, 52);
+LD_SIZE(ld_uframe, 128); LD_AT(ld_uframe, offset, 0); LD_AT(ld_uframe, func, 8); LD_AT(ld_uframe, module, 96);
+LD_SIZE(ld_ustack, 40); LD_AT(ld_ustack, hdr, 0); LD_AT(ld_ustack, stack_id, 24); LD_AT(ld_ustack, depth, 32);
+LD_AT(ld_ustack, flags, 36);
+LD_SIZE(ld_pyframe, 128); LD_AT(ld_pyframe, line, 0); LD_AT(ld_pyframe, flags, 4); LD_AT(ld_pyframe, func, 8);
+LD_AT(ld_pyframe, file, 64);
+LD_SIZE(ld_pystack, 40); LD_AT(ld_pystack, hdr, 0); LD_AT(ld_pystack, stack_id, 24); LD_AT(ld_pystack, depth, 32);
+LD_AT(ld_pystack, flags, 36);
 LD_SIZE(ld_probe_counters, 16); LD_AT(ld_probe_counters, submitted, 0);
 LD_AT(ld_probe_counters, dropped, 8);
 

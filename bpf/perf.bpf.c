@@ -19,7 +19,8 @@
  *   cannot be used, or a rate above HZ is asked for.
  *
  * Either way `current` is the interrupted task: one record per sample that
- * hit a target thread, with the kernel stack when it hit kernel code.
+ * hit a target thread, with the kernel stack when it hit kernel code, and
+ * (ld_frames) its user-space stacks: native and Python (below).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -48,9 +49,365 @@ static __always_inline __u32 ld_user_mode(struct bpf_perf_event_data *ctx)
 	return (__s64)PT_REGS_IP(&ctx->regs) >= 0;
 }
 
+/* ------------------------------------------------------ user-space frames
+ *
+ * With ld_frames set (the default), a sample also says what its thread ran in
+ * user space (struct ld_cpu_frames instead of ld_cpu_sample):
+ *
+ * - the native stack: the interrupted user instruction and the return
+ *   addresses of a frame-pointer walk, kept once in ld_perf_ustacks; user
+ *   space names them at the end from the process's mappings and ELF symbol
+ *   tables (a binary without frame pointers gives a right first frame and
+ *   garbage after it, which user space cuts at the first address in no
+ *   mapped code);
+ * - in a CPython process (ld_py_procs, filled by user space per process), the
+ *   Python frames of the sampled thread's own thread state, walked from
+ *   _PyRuntime: each frame's code object and the instruction it executes.  A
+ *   code object's names (qualname, file, first line, line table) are read
+ *   once, the first time a frame shows it (ld_py_codes); a stack is kept once
+ *   (ld_py_stacks, by a hash of its frames) and the sample carries its id.
+ *
+ * Everything is read with bpf_probe_read_user from the interrupted task's own
+ * memory; a read that faults (a page not present) ends the walk there.
+ */
+const volatile __u32 ld_frames = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 4096);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, LD_USTACK_MAX_DEPTH * sizeof(__u64));
+} ld_perf_ustacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct ld_ustack_owner);
+	__type(value, __u32);
+} ld_ustack_owners SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LD_MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, struct ld_py_proc);
+} ld_py_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct ld_py_thread);
+} ld_py_threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct ld_py_code_key);
+	__type(value, struct ld_py_code);
+} ld_py_codes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64);
+	__type(value, struct ld_py_stack);
+} ld_py_stacks SEC(".maps");
+
+/* What the walker reads into and builds, per CPU (the BPF stack is 512 bytes). */
+#define LD_PY_STR_BUF 64
+struct ld_py_scratch {
+	__u8 buf[LD_PY_CODE_READ];   /* a frame or a code object, read at once */
+	__u8 str[LD_PY_STR_BUF];     /* a str object's header */
+	__u64 stack_id;              /* the walk's result (a running hash while it walks) */
+	__u32 depth;
+	__u32 flags;
+	struct ld_py_stack stack;
+	struct ld_py_code code;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ld_py_scratch);
+} ld_py_scratch_map SEC(".maps");
+
+_Static_assert(LD_PY_FRAME_READ <= LD_PY_CODE_READ, "a frame is read into the code buffer");
+_Static_assert((LD_PY_MAX_DEPTH & (LD_PY_MAX_DEPTH - 1)) == 0, "a power of two: the index mask");
+
+/* Fields at offsets user space gave: bounded for the verifier, 0 when out of the buffer. */
+static __always_inline __u64 ld_get_u64(const __u8 *buf, __u32 off, __u32 len)
+{
+	if (off > len - 8)
+		return 0;
+	return *(const __u64 *)(buf + off);
+}
+
+static __always_inline __u32 ld_get_u32(const __u8 *buf, __u32 off, __u32 len)
+{
+	if (off > len - 4)
+		return 0;
+	return *(const __u32 *)(buf + off);
+}
+
+static __always_inline __u8 ld_get_u8(const __u8 *buf, __u32 off, __u32 len)
+{
+	if (off > len - 1)
+		return 0;
+	return buf[off];
+}
+
+static __always_inline __u64 ld_user_u64(__u64 addr)
+{
+	__u64 v = 0;
+
+	if (!addr || bpf_probe_read_user(&v, sizeof(v), (const void *)addr))
+		return 0;
+	return v;
+}
+
+/* A str object's text into dst (cap bytes with the NUL).  tail: keep the end
+ * of a longer ASCII text (a file path), and say so.  Returns LD_PY_CODE_* flags. */
+static __always_inline __u32 ld_py_str(const struct ld_py_proc *py, struct ld_py_scratch *s, __u64 obj,
+				       char *dst, __u32 cap, int tail)
+{
+	__u64 len, data, skip = 0;
+	__u32 state;
+
+	dst[0] = 0;
+	if (!obj || bpf_probe_read_user(s->str, LD_PY_STR_BUF, (const void *)obj))
+		return LD_PY_CODE_NAME_UNREAD;
+	len = ld_get_u64(s->str, py->off.str_length, LD_PY_STR_BUF);
+	state = ld_get_u32(s->str, py->off.str_state, LD_PY_STR_BUF);
+	if (state & (1u << 6)) {  /* compact ASCII: the bytes follow the header */
+		data = obj + py->off.str_ascii_data;
+	} else {  /* its UTF-8 form, where the interpreter made one */
+		data = ld_get_u64(s->str, py->off.str_utf8, LD_PY_STR_BUF);
+		len = ld_get_u64(s->str, py->off.str_utf8 - 8, LD_PY_STR_BUF);
+		if (!data)
+			return LD_PY_CODE_NAME_UNREAD;
+	}
+	if (tail && len > cap - 1)
+		skip = len - (cap - 1);
+	bpf_probe_read_user_str(dst, cap, (const void *)(data + skip));
+	return skip ? LD_PY_CODE_FILE_CUT : 0;
+}
+
+/* Reads a code object's names into ld_py_codes, once per (process, code). */
+__attribute__((noinline)) int ld_py_register(__u32 tgid, __u64 code)
+{
+	struct ld_py_code_key key = {.tgid = tgid, .code = code};
+	struct ld_py_scratch *s;
+	struct ld_py_proc *py;
+	struct ld_py_code *c;
+	__u64 table, n;
+	__u32 zero = 0;
+
+	py = bpf_map_lookup_elem(&ld_py_procs, &tgid);
+	s = bpf_map_lookup_elem(&ld_py_scratch_map, &zero);
+	if (!py || !s)
+		return 0;
+	c = &s->code;
+	c->firstlineno = -1;
+	c->linetable_len = 0;
+	c->flags = 0;
+	c->name[0] = 0;
+	c->file[0] = 0;
+	if (bpf_probe_read_user(s->buf, LD_PY_CODE_READ, (const void *)code))
+		return 0;  /* not kept: tried again when seen again */
+	if (py->code_type && ld_get_u64(s->buf, py->off.object_type, LD_PY_CODE_READ) != py->code_type) {
+		c->flags = LD_PY_CODE_NOT_CODE;
+		bpf_map_update_elem(&ld_py_codes, &key, c, BPF_NOEXIST);
+		return 0;
+	}
+	c->firstlineno = (__s32)ld_get_u32(s->buf, py->off.code_firstlineno, LD_PY_CODE_READ);
+	table = ld_get_u64(s->buf, py->off.code_linetable, LD_PY_CODE_READ);
+	/* The buffer is reused by the strings below: every field is taken first. */
+	__u64 name = ld_get_u64(s->buf, py->off.code_name, LD_PY_CODE_READ);
+	__u64 file = ld_get_u64(s->buf, py->off.code_filename, LD_PY_CODE_READ);
+
+	c->flags |= ld_py_str(py, s, name, c->name, LD_PY_NAME_LEN, 0);
+	c->flags |= ld_py_str(py, s, file, c->file, LD_PY_FILE_LEN, 1);
+	n = ld_user_u64(table ? table + py->off.bytes_size : 0);
+	if (n > LD_PY_LINETABLE_LEN)
+		n = LD_PY_LINETABLE_LEN;
+	if (n && !bpf_probe_read_user(c->linetable, n, (const void *)(table + py->off.bytes_data)))
+		c->linetable_len = n;
+	bpf_map_update_elem(&ld_py_codes, &key, c, BPF_NOEXIST);
+	return 0;
+}
+
+/* The thread state of thread `want` (its tid, or its fs base for 3.10). */
+static __always_inline __u64 ld_py_find_tstate(const struct ld_py_proc *py, __u64 want)
+{
+	__u64 interp = ld_user_u64(py->runtime + py->off.runtime_interp_head);
+	__u64 t = ld_user_u64(interp ? interp + py->off.interp_threads_head : 0);
+
+	for (int i = 0; i < LD_PY_MAX_THREADS && t; i++) {
+		if (ld_user_u64(t + py->off.tstate_id) == want)
+			return t;
+		t = ld_user_u64(t + py->off.tstate_next);
+	}
+	return 0;
+}
+
+#define LD_FNV_PRIME 0x100000001b3ULL
+
+/* One step of the walk: the frame at `frame` into the stack being built
+ * (s->stack, s->depth, s->stack_id as the running hash, s->flags).  Returns
+ * the next (calling) frame, 0 to stop.  A global function: verified once, not
+ * once per iteration and path of the loop that calls it. */
+__attribute__((noinline)) __u64 ld_py_step(__u32 tgid, const struct ld_py_proc *py, struct ld_py_scratch *s,
+					   __u64 frame)
+{
+	struct ld_py_code_key key = {.tgid = tgid};
+	__u64 code, prev, ptr;
+	__s32 instr = -1;
+	__u32 depth;
+
+	if (!py || !s || !frame)
+		return 0;
+	if (bpf_probe_read_user(s->buf, LD_PY_FRAME_READ, (const void *)frame)) {
+		s->flags |= LD_FRAMES_PY_BAD_READ;
+		return 0;
+	}
+	code = ld_get_u64(s->buf, py->off.frame_code, LD_PY_FRAME_READ);
+	prev = ld_get_u64(s->buf, py->off.frame_previous, LD_PY_FRAME_READ);
+	/* 3.12+: the frame an entry from C pushes (FRAME_OWNED_BY_CSTACK) runs no Python. */
+	if (py->off.frame_owner != LD_PY_NONE && ld_get_u8(s->buf, py->off.frame_owner, LD_PY_FRAME_READ) == 3)
+		return prev;
+	if (py->off.code_adaptive == LD_PY_NONE) {
+		instr = (__s32)ld_get_u32(s->buf, py->off.frame_instr, LD_PY_FRAME_READ);  /* f_lasti */
+	} else {
+		ptr = ld_get_u64(s->buf, py->off.frame_instr, LD_PY_FRAME_READ);
+		if (ptr >= code + py->off.code_adaptive)
+			instr = (__s32)((ptr - code - py->off.code_adaptive) / 2);
+	}
+	depth = s->depth;
+	if (depth >= LD_PY_MAX_DEPTH) {
+		s->flags |= LD_FRAMES_PY_TRUNCATED;
+		return 0;
+	}
+	s->stack.frames[depth & (LD_PY_MAX_DEPTH - 1)].code = code;
+	s->stack.frames[depth & (LD_PY_MAX_DEPTH - 1)].instr = instr;
+	s->stack.frames[depth & (LD_PY_MAX_DEPTH - 1)]._pad = 0;
+	s->depth = depth + 1;
+	s->stack_id = (s->stack_id ^ code) * LD_FNV_PRIME;
+	s->stack_id = (s->stack_id ^ (__u32)instr) * LD_FNV_PRIME;
+	key.code = code;
+	if (code && !bpf_map_lookup_elem(&ld_py_codes, &key))
+		ld_py_register(tgid, code);
+	return prev;
+}
+
+/* The Python frames of the current thread (of process tgid): the stack is put
+ * in ld_py_stacks, its id and depth in the scratch.  Returns LD_FRAMES_*. */
+__attribute__((noinline)) int ld_py_walk(__u32 tgid, __u32 tid)
+{
+	struct ld_py_thread *th, fresh;
+	struct ld_py_scratch *s;
+	struct ld_py_proc *py;
+	__u64 want, tstate = 0, frame, hash, now;
+	__u32 zero = 0, depth;
+
+	py = bpf_map_lookup_elem(&ld_py_procs, &tgid);
+	s = bpf_map_lookup_elem(&ld_py_scratch_map, &zero);
+	if (!s)
+		return 0;
+	s->stack_id = 0;
+	s->depth = 0;
+	s->flags = 0;
+	if (!py)
+		return 0;
+	want = tid;
+	if (py->id_is_fsbase) {
+#if defined(__TARGET_ARCH_x86)
+		struct task_struct *task = bpf_get_current_task_btf();
+
+		want = BPF_CORE_READ(task, thread.fsbase);
+#else
+		return 0;
+#endif
+	}
+	/* Where the thread's state was last found; a thread that had none is
+	 * looked for again at most once a second (a native thread never has one). */
+	now = bpf_ktime_get_ns();
+	th = bpf_map_lookup_elem(&ld_py_threads, &tid);
+	if (th && th->tstate && ld_user_u64(th->tstate + py->off.tstate_id) == want) {
+		tstate = th->tstate;
+	} else if (!th || th->tstate || now - th->checked_ns > 1000000000ULL) {
+		tstate = ld_py_find_tstate(py, want);
+		fresh.tstate = tstate;
+		fresh.checked_ns = now;
+		bpf_map_update_elem(&ld_py_threads, &tid, &fresh, BPF_ANY);
+	}
+	if (!tstate)
+		return LD_FRAMES_PY_NO_THREAD;
+	frame = ld_user_u64(tstate + py->off.tstate_frame);
+	if (py->off.cframe_frame != LD_PY_NONE)
+		frame = ld_user_u64(frame ? frame + py->off.cframe_frame : 0);
+
+	s->stack_id = 0xcbf29ce484222325ULL ^ tgid;
+	/* A few more steps than frames kept: shim frames are skipped. */
+	for (int i = 0; i < LD_PY_MAX_DEPTH + 8 && frame; i++)
+		frame = ld_py_step(tgid, py, s, frame);
+	depth = s->depth;
+	hash = (s->stack_id ^ depth) * LD_FNV_PRIME;
+	s->stack_id = 0;
+	if (!depth)
+		return s->flags;
+	if (!hash)
+		hash = 1;
+	if (!bpf_map_lookup_elem(&ld_py_stacks, &hash)) {
+		s->stack.tgid = tgid;
+		s->stack.depth = depth;
+		s->stack.flags = s->flags & LD_FRAMES_PY_TRUNCATED;
+		s->stack._pad = 0;
+		if (bpf_map_update_elem(&ld_py_stacks, &hash, &s->stack, BPF_NOEXIST) &&
+		    !bpf_map_lookup_elem(&ld_py_stacks, &hash)) {
+			s->depth = 0;
+			return s->flags | LD_FRAMES_PY_LOST;  /* the table is full */
+		}
+	}
+	s->stack_id = hash;
+	return s->flags;
+}
+
 /* One sample of the current task; ctx is the program's own (for the stack). */
 static __always_inline void ld_sample(void *ctx, __u32 user)
 {
+	if (ld_frames) {
+		__u64 id = bpf_get_current_pid_tgid();
+		struct ld_ustack_owner owner = {.tgid = id >> 32};
+		struct ld_py_scratch *s;
+		struct ld_cpu_frames *f;
+		__u32 zero = 0, one = 1, flags;
+		__s64 kstack = user ? -1 : bpf_get_stackid(ctx, &ld_perf_stacks, 0);
+		long ustack = bpf_get_stackid(ctx, &ld_perf_ustacks, BPF_F_USER_STACK);
+
+		if (ustack >= 0) {
+			owner.stack_id = ustack;
+			if (!bpf_map_lookup_elem(&ld_ustack_owners, &owner))
+				bpf_map_update_elem(&ld_ustack_owners, &owner, &one, BPF_NOEXIST);
+		}
+		flags = ld_py_walk(id >> 32, (__u32)id);
+		s = bpf_map_lookup_elem(&ld_py_scratch_map, &zero);
+		f = ld_reserve(LD_PROBE_PERF, LD_EV_CPU_FRAMES, sizeof(*f));
+		if (!f)
+			return;
+		f->kstack_id = kstack;
+		f->user_mode = user;
+		f->ustack_id = (__s32)ustack;
+		f->pystack_id = s ? s->stack_id : 0;
+		f->py_depth = s ? s->depth : 0;
+		f->flags = flags;
+		ld_commit(LD_PROBE_PERF, f);
+		return;
+	}
 	struct ld_cpu_sample *e = ld_reserve(LD_PROBE_PERF, LD_EV_CPU_SAMPLE, sizeof(*e));
 
 	if (!e)

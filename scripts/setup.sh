@@ -14,8 +14,8 @@ PACKAGES=(
   libtomlplusplus-dev                  # rule files (TOML)
   libdeflate-dev                       # trace chunks: zlib streams, 2-3x zlib's speed
   libgtest-dev util-linux              # tests (setpriv drops privileges in one)
-  python3-fastapi python3-uvicorn      # tests: a real FastAPI + uvicorn target (the API layer of vLLM, SGLang)
   nginx-light                          # tests: a real proxy in front of the sample server
+  python3.11 python3-fastapi python3-uvicorn   # tests: Python targets (frames, gil), a FastAPI server
 )
 
 missing=()

@@ -10,6 +10,7 @@
 #include "analysis/attribution.hpp"
 #include "analysis/client_join.hpp"
 #include "analysis/definitions.hpp"
+#include "analysis/frames.hpp"
 #include "analysis/record_view.hpp"
 #include "analysis/summary.hpp"
 #include "events.h"
@@ -140,6 +141,7 @@ model::Report EventAnalyzer::finish(const trace::TraceMeta& meta, const std::str
   for (int pid : report.target.pids) tgids.insert(static_cast<uint32_t>(pid));
   attribute(report, timeline, from_log ? &server_timeline : nullptr, evidence_, tgids,
             header.target_start_mono_ns);
+  attach_frames(report, evidence_);
   if (!report.attributed && !report.outliers.empty())
     warnings.push_back("no evidence probe ran (only sock?): outliers are found but their causes are unknown; "
                        "record with --probes all");

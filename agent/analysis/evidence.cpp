@@ -172,6 +172,50 @@ bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
       has_samples_ = true;
       break;
     }
+    case LD_EV_CPU_FRAMES: {
+      // A sample with its user-space stacks: the same evidence as ld_cpu_sample, and the frames.
+      auto* e = record_as<ld_cpu_frames>(rec, size);
+      if (!e) return false;
+      CpuSample s;
+      s.ts_ns = rec.ts_ns;
+      s.user_mode = e->user_mode != 0;
+      s.kstack_id = e->kstack_id < INT32_MIN || e->kstack_id > INT32_MAX ? -1 : static_cast<int32_t>(e->kstack_id);
+      if (e->ustack_id >= 0 || e->pystack_id != 0)
+        s.frames = intern_frames({rec.tgid, e->ustack_id < 0 ? -1 : e->ustack_id, e->pystack_id});
+      thread_of(rec).samples.push_back(s);
+      has_samples_ = true;
+      break;
+    }
+    case LD_EV_USTACK: {
+      auto* e = record_as<ld_ustack>(rec, size);
+      if (!e) return false;
+      const size_t depth = std::min<size_t>(e->depth, LD_USTACK_MAX_DEPTH);
+      if (sizeof(ld_ustack) + depth * sizeof(ld_uframe) > size) return false;
+      std::vector<UserFrame> list;
+      for (size_t i = 0; i < depth; ++i) {
+        ld_uframe f;
+        std::memcpy(&f, reinterpret_cast<const char*>(e + 1) + i * sizeof(ld_uframe), sizeof(f));
+        list.push_back({std::string(f.func, strnlen(f.func, sizeof(f.func))),
+                        std::string(f.module, strnlen(f.module, sizeof(f.module))), -1, false});
+      }
+      ustacks_[{rec.tgid, e->stack_id}] = std::move(list);
+      break;
+    }
+    case LD_EV_PYSTACK: {
+      auto* e = record_as<ld_pystack>(rec, size);
+      if (!e) return false;
+      const size_t depth = std::min<size_t>(e->depth, LD_PY_MAX_DEPTH);
+      if (sizeof(ld_pystack) + depth * sizeof(ld_pyframe) > size) return false;
+      std::vector<UserFrame> list;
+      for (size_t i = 0; i < depth; ++i) {
+        ld_pyframe f;
+        std::memcpy(&f, reinterpret_cast<const char*>(e + 1) + i * sizeof(ld_pyframe), sizeof(f));
+        list.push_back({std::string(f.func, strnlen(f.func, sizeof(f.func))),
+                        std::string(f.file, strnlen(f.file, sizeof(f.file))), f.line, true});
+      }
+      pystacks_[{rec.tgid, e->stack_id}] = std::move(list);
+      break;
+    }
     case LD_EV_KSTACK: {
       auto* e = record_as<ld_kstack>(rec, size);
       if (!e) return false;
@@ -360,6 +404,32 @@ uint64_t EvidenceStore::retransmits_between(uint64_t a, uint64_t b) const {
 Cause EvidenceStore::blocked_stack_cause(int64_t id) const {
   auto it = sched_stack_causes_.find(id);
   return it == sched_stack_causes_.end() ? Cause::kUnknown : it->second;
+}
+
+uint16_t EvidenceStore::intern_frames(const SampleFrames& key) {
+  auto it = frame_ids_.find(key);
+  if (it != frame_ids_.end()) return it->second;
+  // Distinct (process, native stack, Python stack) triples are a few thousand at most (the
+  // kernel's stack tables hold 4096 and 16384): past 65535 the samples keep no frames.
+  if (frame_keys_.size() > UINT16_MAX) return 0;
+  const auto id = static_cast<uint16_t>(frame_keys_.size());
+  frame_keys_.push_back(key);
+  frame_ids_.emplace(key, id);
+  return id;
+}
+
+const SampleFrames* EvidenceStore::sample_frames(uint16_t id) const {
+  return id == 0 || id >= frame_keys_.size() ? nullptr : &frame_keys_[id];
+}
+
+const std::vector<UserFrame>* EvidenceStore::ustack(uint32_t tgid, int64_t id) const {
+  auto it = ustacks_.find({tgid, id});
+  return it == ustacks_.end() ? nullptr : &it->second;
+}
+
+const std::vector<UserFrame>* EvidenceStore::pystack(uint32_t tgid, uint64_t id) const {
+  auto it = pystacks_.find({tgid, id});
+  return it == pystacks_.end() ? nullptr : &it->second;
 }
 
 const std::vector<std::string>* EvidenceStore::kstack(uint32_t source, int64_t id) const {

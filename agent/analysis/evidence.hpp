@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -64,6 +65,26 @@ struct CpuSample {  // 16 bytes: a third of a trace's records are samples
   int32_t kstack_id = -1;         // classified in finish(): stacks come at the end of a trace
   Cause cause = Cause::kCompute;  // compute for user mode or an ordinary kernel path
   bool user_mode = true;
+  uint16_t frames = 0;            // EvidenceStore::sample_frames() id; 0 = no user-space frames
+};
+static_assert(sizeof(CpuSample) == 16, "a third of a trace's records are samples");
+
+// A named user-space frame (ld_ustack / ld_pystack), innermost first in its stack.
+struct UserFrame {
+  std::string func;   // "ld_wl::slow_detokenize", "Handler.do_POST"; "" = no symbol
+  std::string where;  // native: the mapped file's name; Python: the file (its tail)
+  int32_t line = -1;  // Python only
+  bool python = false;
+};
+
+// What one sample's thread ran in user space: the stacks of its process (ids per tgid).
+struct SampleFrames {
+  uint32_t tgid = 0;
+  int32_t ustack_id = -1;   // < 0: none
+  uint64_t pystack_id = 0;  // 0: none
+  bool operator<(const SampleFrames& o) const {
+    return std::tie(tgid, ustack_id, pystack_id) < std::tie(o.tgid, o.ustack_id, o.pystack_id);
+  }
 };
 
 struct Reclaim {
@@ -146,7 +167,20 @@ class EvidenceStore {
   // classified once in finish(): blocked intervals ask for the same few stacks again and again.
   Cause blocked_stack_cause(int64_t id) const;
 
+  // User-space frames of the samples (the perf probe with user stacks): a CpuSample's `frames`
+  // id -> its stacks (nullptr for 0 or an unknown id), and the named stacks themselves.
+  bool has_frames() const { return frame_keys_.size() > 1; }
+  const SampleFrames* sample_frames(uint16_t id) const;
+  const std::vector<UserFrame>* ustack(uint32_t tgid, int64_t id) const;
+  const std::vector<UserFrame>* pystack(uint32_t tgid, uint64_t id) const;
+
  private:
+  uint16_t intern_frames(const SampleFrames& key);
+  std::vector<SampleFrames> frame_keys_{SampleFrames{}};  // [0]: none
+  std::map<SampleFrames, uint16_t> frame_ids_;
+  std::map<std::pair<uint32_t, int64_t>, std::vector<UserFrame>> ustacks_;
+  std::map<std::pair<uint32_t, uint64_t>, std::vector<UserFrame>> pystacks_;
+
   ThreadEvidence& thread_of(const ld_hdr& rec);
   // Threads by tid modulo 256, in front of the map: a server's few busy threads answer nearly
   // every record without a hash lookup.

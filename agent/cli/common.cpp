@@ -116,6 +116,12 @@ void add_record_flags(CLI::App* sub, RecordFlags& flags, const std::string& defa
                   "the tick: the probe is unavailable where it cannot be used), or perf-event "
                   "(a cpu-clock timer interrupt per sample, the usual way)")
       ->capture_default_str();
+  sub->add_option("--user-stacks", flags.user_stacks,
+                  "The perf probe's user-space stacks: on (each sample also says which native "
+                  "functions and, in CPython 3.10-3.13, which Python functions it ran, so the "
+                  "report names what slow tokens computed) or off (kernel stacks only)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   sub->add_option("--sock-hook", flags.sock_hook,
                   "How the sock probe sees sends and receives: auto (the socket layer's "
                   "tracepoints sock_send_length/sock_recv_length where the kernel has them, 6.3+, "
@@ -163,6 +169,7 @@ probes::RecordOptions to_record_options(const RecordFlags& flags, uint64_t read_
     throw std::invalid_argument(fmt::format(
         "--sample-source {}: expected auto, tick or perf-event", flags.sample_source));
   options.hooks.perf = *sample_source;
+  options.hooks.user_stacks = flags.user_stacks != "off";
   options.read_interval_ms = read_interval_ms;
   if (!flags.read_interval.empty()) {
     auto interval = parse_duration_ms(flags.read_interval);

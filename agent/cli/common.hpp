@@ -94,6 +94,7 @@ struct RecordFlags {
   std::string read_interval;  // "": to_record_options' default
   std::string sock_hook = "auto";      // --sock-hook: probes::SockHook
   std::string sample_source = "auto";  // --sample-source: probes::PerfSource
+  std::string user_stacks = "on";      // --user-stacks on|off: ProbeOptions::hooks.user_stacks
   bool quiet = false;
   bool verbose = false;
 };

@@ -101,6 +101,17 @@ struct ActivityStep {
   uint32_t times = 1;  // > 1: the total of that many separate steps of the same kind
 };
 
+// A function the samples of a window ran (inclusive: anywhere on the stack), with its share of
+// the window's on-CPU samples and the typical token's share of the same function.
+struct FrameShare {
+  bool python = false;        // a Python frame (else native)
+  std::string function;       // "render_usage_summary", "ld_wl::slow_detokenize"
+  std::string where;          // Python: "server.py:27" (the line most samples were at); native: the file
+  double share = 0;           // of the window's samples with frames
+  double typical_share = 0;   // of the typical tokens' samples
+  uint64_t samples = 0;
+};
+
 struct Outlier {
   std::string kind;             // "ttft" | "tpot"
   std::string request;          // RequestRow::id
@@ -116,6 +127,10 @@ struct Outlier {
   // since_target_start_ms, cpu_khz_min, cpu_khz_max, time_wait, connects, throttled_ms, ...
   nlohmann::json facts = nlohmann::json::object();
   std::vector<ActivityStep> activity;  // the token thread's own steps, in order (merged, the longest kept)
+  // What the thread ran in user space in the window, beyond what a typical token runs (most
+  // excess share first; Python frames first in a Python process): analysis/frames.hpp.
+  std::vector<FrameShare> frames;
+  uint64_t frame_samples = 0;   // on-CPU samples of the window with user-space frames
 };
 
 // The same accounting summed over every non-outlier TPOT gap: what a typical token costs.
@@ -127,6 +142,8 @@ struct Profile {
   // its threads held the CPUs then (the server as its own neighbour).
   double own_contention_ms = 0;
   uint64_t own_busy_threads = 0;
+  std::vector<FrameShare> frames;  // the hottest functions of the typical tokens' samples
+  uint64_t frame_samples = 0;
 };
 
 // TTFT = a*sqrt(input) + b, least squares over the requests with a known input length.

@@ -92,6 +92,42 @@ std::optional<ElfSymbol> find_elf_symbol(const std::string& path, const std::str
   return std::nullopt;
 }
 
+std::vector<ElfLoad> elf_loads(const std::string& path) {
+  std::vector<ElfLoad> out;
+  ElfFile file(path);
+  if (!file.elf || elf_kind(file.elf) != ELF_K_ELF) return out;
+  size_t n = 0;
+  if (elf_getphdrnum(file.elf, &n)) return out;
+  for (size_t i = 0; i < n; ++i) {
+    GElf_Phdr ph;
+    if (!gelf_getphdr(file.elf, static_cast<int>(i), &ph) || ph.p_type != PT_LOAD) continue;
+    out.push_back({ph.p_vaddr, ph.p_memsz, ph.p_offset, ph.p_filesz, (ph.p_flags & PF_X) != 0});
+  }
+  return out;
+}
+
+std::optional<uint64_t> load_bias(const std::vector<MapsEntry>& maps, const std::string& path,
+                                  const std::vector<ElfLoad>& loads) {
+  constexpr uint64_t kPage = 4096;  // maps offsets are page-aligned; segments align at least to it
+  for (const MapsEntry& m : maps) {
+    if (m.path != path) continue;
+    for (const ElfLoad& l : loads) {
+      if ((l.offset & ~(kPage - 1)) != m.offset) continue;
+      return m.start - (l.vaddr & ~(kPage - 1));
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<MapsEntry> parse_maps(const std::string& maps_text) {
+  std::vector<MapsEntry> out;
+  std::istringstream in(maps_text);
+  std::string line;
+  while (std::getline(in, line))
+    if (auto e = parse_maps_line(line)) out.push_back(std::move(*e));
+  return out;
+}
+
 std::optional<MapsEntry> parse_maps_line(const std::string& line) {
   // 7f1c2a000000-7f1c2a200000 r-xp 00028000 08:01 1234567   /usr/lib/libpython3.11.so.1.0
   std::istringstream in(line);

@@ -20,6 +20,15 @@ struct ElfSymbol {
 // skipped). nullopt when the file is not ELF, has no such symbol or cannot be read.
 std::optional<ElfSymbol> find_elf_symbol(const std::string& path, const std::string& name);
 
+// A PT_LOAD segment of an ELF file: how its bytes are placed in memory.
+struct ElfLoad {
+  uint64_t vaddr = 0, memsz = 0;    // link-time address and size in memory
+  uint64_t offset = 0, filesz = 0;  // where its bytes are in the file
+  bool exec = false;                // PF_X
+};
+// The PT_LOAD segments; empty when the file is not ELF or cannot be read.
+std::vector<ElfLoad> elf_loads(const std::string& path);
+
 // One file-backed mapping line of /proc/PID/maps.
 struct MapsEntry {
   uint64_t start = 0, end = 0, offset = 0;
@@ -27,6 +36,14 @@ struct MapsEntry {
   std::string path;   // "" for anonymous mappings
 };
 std::optional<MapsEntry> parse_maps_line(const std::string& line);
+// Every mapping of a maps text (/proc/PID/maps), in its order.
+std::vector<MapsEntry> parse_maps(const std::string& maps_text);
+
+// Where a file is loaded in a process: runtime address - link-time address, from a mapping of
+// `path` in `maps` and the segment it maps (the one whose page-aligned file offset is the
+// mapping's). nullopt when the file is not mapped or no mapping matches a segment.
+std::optional<uint64_t> load_bias(const std::vector<MapsEntry>& maps, const std::string& path,
+                                  const std::vector<ElfLoad>& loads);
 
 // The files of a process's maps (`maps_text`, /proc/PID/maps) that may hold the CPython
 // runtime, most likely first: libpython3.X.so* (shared builds), then python3.X itself

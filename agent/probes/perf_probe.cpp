@@ -1,6 +1,6 @@
-// perf: on-CPU samples of the target threads on every online CPU, with kernel stacks
-// (bpf/perf.bpf.c): at the scheduler tick where this kernel allows it, else from a cpu-clock
-// perf event per CPU.
+// perf: on-CPU samples of the target threads on every online CPU, with kernel stacks and the
+// user-space stacks (native, and Python's own frames in CPython processes) (bpf/perf.bpf.c): at
+// the scheduler tick where this kernel allows it, else from a cpu-clock perf event per CPU.
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -8,9 +8,13 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,9 +28,18 @@
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
 #include "probes/probe_session.hpp"
+#include "probes/python_frames.hpp"
+#include "probes/python_lines.hpp"
+#include "probes/user_symbols.hpp"
 
 namespace ld::probes {
 namespace {
+
+std::string read_link(const std::string& path) {
+  char buf[4096];
+  const ssize_t n = readlink(path.c_str(), buf, sizeof(buf));
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
 
 int open_cpu_clock(int cpu, uint32_t sample_hz) {
   perf_event_attr attr{};
@@ -90,6 +103,8 @@ class PerfProbe : public Probe {
     // 2026-12-04: bench/sample_cost.sh RATE:tick RATE:perf-event, stolen us/sample).
     const PerfSource source = ctx.options.hooks.perf;
     mode_by_walk_asked_ = ctx.options.hooks.perf_mode_by_walk;
+    frames_ = ctx.options.hooks.user_stacks;
+    if (!frames_) no_frames_ = "--user-stacks off";
     not_tick_ = source == PerfSource::PerfEvent ? "the cpu-clock source was asked for"
                                                 : tick_source_obstacle(tick_fn, irq_entry_.first);
     load(ctx, not_tick_.empty() ? tick_fn : 0);
@@ -100,12 +115,35 @@ class PerfProbe : public Probe {
     // Now, while privileged: the recorder drops CAP_SYSLOG after attaching, and kallsyms
     // then shows every address as 0 to a new reader.
     open_kernel_symbols(bpf_map__fd(skel_->maps.ld_perf_stacks));
+    if (frames_)
+      for (uint32_t tgid : ctx.options.tgids) watch(tgid);
+  }
+
+  void add_target(uint32_t tgid) override {
+    if (frames_) watch(tgid);
+  }
+
+  // Every read interval: the targets' mappings again (a library loaded since is named, and a
+  // process that exits keeps its last ones), and a look for Python in a target whose program
+  // changed (a launcher that exec'd the interpreter).
+  void tick(uint64_t, const EmitFn&) override {
+    if (!frames_) return;
+    for (auto& [tgid, t] : targets_) {
+      usyms_.snapshot(tgid);
+      if (t.python) continue;
+      const std::string exe = read_link(fmt::format("/proc/{}/exe", tgid));
+      if (!exe.empty() && exe != t.exe) watch(tgid);
+    }
   }
 
   void finish(const EmitFn& emit) override {
     if (!skel_) return;
     user_records_ += emit_kernel_stacks(bpf_map__fd(skel_->maps.ld_perf_stacks), LD_PROBE_PERF,
                                         emit, /*from_tick=*/tick_period_ns_ != 0);
+    if (!frames_) return;
+    for (auto& [tgid, t] : targets_) usyms_.snapshot(tgid);
+    user_records_ += emit_user_stacks(emit);
+    user_records_ += emit_python_stacks(emit);
   }
 
   uint64_t user_records() const override { return user_records_; }
@@ -113,13 +151,14 @@ class PerfProbe : public Probe {
   std::string detail() const override {
     if (tick_period_ns_)
       return fmt::format("scheduler tick (every {:.2f} ms) sampled at {} Hz per busy CPU, kernel stacks "
-                         "in kernel mode, the mode told {}",
+                         "in kernel mode, the mode told {}; {}",
                          double(tick_period_ns_) / 1e6, sample_hz_,
                          mode_by_regs_ ? "from the saved registers"
-                                       : fmt::format("by a stack walk ({})", not_by_regs_));
+                                       : fmt::format("by a stack walk ({})", not_by_regs_),
+                         frames_detail());
     return fmt::format("cpu-clock perf event at {} Hz on {} CPUs, kernel stacks in kernel mode (not the "
-                       "scheduler tick: {})",
-                       sample_hz_, links_.size(), not_tick_);
+                       "scheduler tick: {}); {}",
+                       sample_hz_, links_.size(), not_tick_, frames_detail());
   }
 
  private:
@@ -132,13 +171,156 @@ class PerfProbe : public Probe {
     skel_->rodata->ld_irq_entry_lo = irq_entry_.first;
     skel_->rodata->ld_irq_entry_hi = irq_entry_.second;
     skel_->rodata->ld_sample_period_ns = 1'000'000'000ULL / sample_hz_;
+    skel_->rodata->ld_frames = frames_;
     bpf_program__set_autoload(skel_->progs.ld_perf_tick, tick_fn != 0);
     int err = perf_bpf__load(skel_.get());
+    if (err && frames_) {
+      // The user-stack and Python walk is the most the verifier sees here: without it, the
+      // samples still come (kernel stacks only).
+      frames_ = false;
+      no_frames_ = fmt::format("the user-stack walk did not load ({})", std::strerror(-err));
+      return load(ctx, tick_fn);
+    }
     if (err && tick_fn) {
       not_tick_ = fmt::format("its program did not load ({})", std::strerror(-err));
       return load(ctx, 0);
     }
     if (err) throw_libbpf_error("perf", "loading", err);
+  }
+
+  // ---- user-space frames
+
+  struct Target {
+    std::string exe;      // /proc/PID/exe when last looked at
+    bool python = false;  // its Python frames are walked
+    uint32_t version = 0;
+    std::string why;      // what was found, or why no Python frames
+  };
+
+  // A target to name frames of: its mappings, and its Python runtime if it has one.
+  void watch(uint32_t tgid) {
+    Target& t = targets_[tgid];
+    usyms_.snapshot(tgid);
+    t.exe = read_link(fmt::format("/proc/{}/exe", tgid));
+    std::string why;
+    auto py = find_python_process(tgid, &why);
+    if (!py) {
+      t.why = why;
+      return;
+    }
+    if (bpf_map_update_elem(bpf_map__fd(skel_->maps.ld_py_procs), &tgid, &py->proc, BPF_ANY) != 0) {
+      t.why = fmt::format("ld_py_procs: {}", std::strerror(errno));
+      return;
+    }
+    t.python = true;
+    t.version = py->version;
+    t.why = fmt::format("Python {}.{} ({})", py->version >> 8, py->version & 0xff,
+                        py->offsets == "table" ? "offsets by version" : py->offsets);
+  }
+
+  std::string frames_detail() const {
+    if (!frames_) return no_frames_.empty() ? "no user stacks" : "no user stacks: " + no_frames_;
+    std::string py;
+    std::set<std::string> seen;
+    for (const auto& [tgid, t] : targets_) {
+      if (!t.python && t.why == "not a CPython process") continue;
+      if (seen.insert(t.why).second) py += (py.empty() ? "" : "; ") + t.why;
+    }
+    return fmt::format("user stacks by frame pointers (depth {}){}", LD_USTACK_MAX_DEPTH,
+                       py.empty() ? "" : ", Python frames: " + py);
+  }
+
+  uint64_t emit_user_stacks(const EmitFn& emit) {
+    const int owners = bpf_map__fd(skel_->maps.ld_ustack_owners);
+    const int stacks = bpf_map__fd(skel_->maps.ld_perf_ustacks);
+    alignas(8) unsigned char buf[sizeof(ld_ustack) + LD_USTACK_MAX_DEPTH * sizeof(ld_uframe)];
+    const uint64_t now = host::monotonic_now_ns();
+    uint64_t emitted = 0;
+    ld_ustack_owner key{}, next{};
+    bool first = true;
+    while (bpf_map_get_next_key(owners, first ? nullptr : &key, &next) == 0) {
+      first = false;
+      key = next;
+      uint64_t ips[LD_USTACK_MAX_DEPTH] = {};
+      uint32_t id = static_cast<uint32_t>(key.stack_id);
+      if (bpf_map_lookup_elem(stacks, &id, ips) != 0) continue;
+      const auto named = usyms_.symbolize(key.tgid, ips, LD_USTACK_MAX_DEPTH);
+      std::memset(buf, 0, sizeof(buf));
+      auto* rec = reinterpret_cast<ld_ustack*>(buf);
+      const uint32_t depth = static_cast<uint32_t>(named.frames.size());
+      rec->hdr.type = LD_EV_USTACK;
+      rec->hdr.size = static_cast<uint16_t>(sizeof(ld_ustack) + depth * sizeof(ld_uframe));
+      rec->hdr.tgid = key.tgid;
+      rec->hdr.ts_ns = now;
+      rec->stack_id = key.stack_id;
+      rec->depth = depth;
+      rec->flags = named.flags;
+      std::memcpy(buf + sizeof(ld_ustack), named.frames.data(), depth * sizeof(ld_uframe));
+      emit(rec->hdr, rec->hdr.size);
+      emitted++;
+    }
+    return emitted;
+  }
+
+  uint64_t emit_python_stacks(const EmitFn& emit) {
+    const int stacks = bpf_map__fd(skel_->maps.ld_py_stacks);
+    const int codes = bpf_map__fd(skel_->maps.ld_py_codes);
+    std::map<std::pair<uint32_t, uint64_t>, std::optional<ld_py_code>> names;
+    alignas(8) unsigned char buf[sizeof(ld_pystack) + LD_PY_MAX_DEPTH * sizeof(ld_pyframe)];
+    const uint64_t now = host::monotonic_now_ns();
+    uint64_t emitted = 0, key = 0, next = 0;
+    bool first = true;
+    auto copy = [](char* dst, size_t cap, const char* src, size_t src_cap) {
+      const size_t len = strnlen(src, src_cap);
+      const size_t n = std::min(len, cap - 1);
+      std::memcpy(dst, src + (len - n), n);  // the tail: a path's file name is its end
+      dst[n] = 0;
+      return n < len;
+    };
+    while (bpf_map_get_next_key(stacks, first ? nullptr : &key, &next) == 0) {
+      first = false;
+      key = next;
+      ld_py_stack stack{};
+      if (bpf_map_lookup_elem(stacks, &key, &stack) != 0) continue;
+      const auto target = targets_.find(stack.tgid);
+      const uint32_t version = target == targets_.end() ? 0 : target->second.version;
+      const uint32_t depth = std::min<uint32_t>(stack.depth, LD_PY_MAX_DEPTH);
+      std::memset(buf, 0, sizeof(buf));
+      auto* rec = reinterpret_cast<ld_pystack*>(buf);
+      rec->hdr.type = LD_EV_PYSTACK;
+      rec->hdr.size = static_cast<uint16_t>(sizeof(ld_pystack) + depth * sizeof(ld_pyframe));
+      rec->hdr.tgid = stack.tgid;
+      rec->hdr.ts_ns = now;
+      rec->stack_id = key;
+      rec->depth = depth;
+      rec->flags = stack.flags;
+      auto* frames = reinterpret_cast<ld_pyframe*>(buf + sizeof(ld_pystack));
+      for (uint32_t i = 0; i < depth; ++i) {
+        const ld_py_frame_ref& ref = stack.frames[i];
+        auto [it, added] = names.try_emplace({stack.tgid, ref.code});
+        if (added) {
+          ld_py_code_key ck{stack.tgid, 0, ref.code};
+          ld_py_code code{};
+          if (bpf_map_lookup_elem(codes, &ck, &code) == 0) it->second = code;
+        }
+        ld_pyframe& f = frames[i];
+        f.line = -1;
+        const auto& code = it->second;
+        if (!code || (code->flags & LD_PY_CODE_NOT_CODE) || !code->name[0]) {
+          f.flags |= LD_PYFRAME_UNNAMED;
+          std::strcpy(f.func, "?");
+          continue;
+        }
+        copy(f.func, sizeof(f.func), code->name, sizeof(code->name));
+        if (copy(f.file, sizeof(f.file), code->file, sizeof(code->file)) || (code->flags & LD_PY_CODE_FILE_CUT))
+          f.flags |= LD_PYFRAME_FILE_CUT;
+        f.line = python_line(version, code->firstlineno, code->linetable,
+                             std::min<size_t>(code->linetable_len, LD_PY_LINETABLE_LEN), ref.instr);
+      }
+      emit(rec->hdr, rec->hdr.size);
+      emitted++;
+    }
+    return emitted;
   }
 
   // Attaches the tick program, then watches it for up to kCalibrateNs on this (busy) thread:
@@ -237,6 +419,10 @@ class PerfProbe : public Probe {
 
   // Links are destroyed (in ~PerfProbe) before the skeleton frees the program.
   SkelPtr<perf_bpf, perf_bpf__destroy> skel_;
+  bool frames_ = true;            // user stacks and Python frames (ld_cpu_frames)
+  std::string no_frames_;         // why not, when not
+  std::map<uint32_t, Target> targets_;
+  UserSymbolizer usyms_;
   std::vector<bpf_link*> links_;
   uint64_t user_records_ = 0;
   uint32_t sample_hz_ = 0;

@@ -53,6 +53,8 @@ struct HookChoices {
   // At the tick: tell user from kernel mode by the stack walk even where the one-read
   // registers check agreed with it at attach (the path of kernels where it did not).
   bool perf_mode_by_walk = false;
+  // The perf probe's user-space stacks (native and Python frames): --user-stacks on|off.
+  bool user_stacks = true;
 };
 
 // The names the CLI shows: --sock-hook auto|socket-layer|syscall-exits,

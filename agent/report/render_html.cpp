@@ -12,6 +12,7 @@
 
 #include "model/cause.hpp"
 #include "report/report.hpp"
+#include "report/frames_view.hpp"
 #include "report/report_view.hpp"
 #include "report/svg.hpp"
 
@@ -599,6 +600,17 @@ std::string warnings_html(const Report& r) {
   return section("warnings", fmt::format("Warnings ({})", r.warnings.size()), out + "</ul>\n");
 }
 
+// What the slow tokens ran beyond a typical token (report/frames_view.hpp).
+std::string frames_html(const Report& r) {
+  const CellTable outliers = outlier_frames_table(r, kMaxTableRows), typical = typical_frames_table(r);
+  if (outliers.rows.empty() && typical.rows.empty()) return "";
+  std::string out = note("User-space functions of the on-CPU samples, as a share of the window's samples.");
+  if (auto head = frames_headline(r); !head.empty()) out += "<p>Slow tokens ran " + h(head) + ".</p>\n";
+  if (!outliers.rows.empty()) out += cell_table_html(outliers);
+  if (!typical.rows.empty()) out += cell_table_html(typical);
+  return section("frames", "What the slow tokens ran", out);
+}
+
 }  // namespace
 
 std::string render_html(const Report& report) {
@@ -618,6 +630,7 @@ std::string render_html(const Report& report) {
   out += ttft_html(report);
   out += causes_html(report);
   out += outliers_html(report);
+  out += frames_html(report);
   out += definitions_html(report);
   out += client_join_html(report);
   out += lengths_html(report);

@@ -155,6 +155,23 @@ J causes_json(const std::vector<CauseTime>& causes) {
   return j;
 }
 
+// What a window's samples ran (model::FrameShare); absent from windows without user frames.
+template <class J>
+J frames_json(const std::vector<model::FrameShare>& frames) {
+  J j = J::array();
+  for (const model::FrameShare& f : frames) {
+    J x = J::object();
+    x["function"] = f.function;
+    x["where"] = f.where;
+    x["runtime"] = f.python ? "python" : "native";
+    x["share"] = f.share;
+    x["typical_share"] = f.typical_share;
+    x["samples"] = f.samples;
+    j.push_back(x);
+  }
+  return j;
+}
+
 template <class J>
 J outlier_json(const Outlier& o, int64_t realtime_minus_monotonic_ns) {
   J j = J::object();
@@ -176,6 +193,10 @@ J outlier_json(const Outlier& o, int64_t realtime_minus_monotonic_ns) {
     activity.push_back(std::move(step));
   }
   j["activity"] = activity;
+  if (!o.frames.empty()) {
+    j["frames"] = frames_json<J>(o.frames);
+    j["frame_samples"] = o.frame_samples;
+  }
   return j;
 }
 
@@ -223,6 +244,10 @@ J attribution_json(const Report& report) {
   typical["windows"] = report.typical.windows;
   typical["total_ms"] = ms_value<J>(report.typical.total_ms);
   typical["causes"] = causes_json<J>(report.typical.causes);
+  if (!report.typical.frames.empty()) {
+    typical["frames"] = frames_json<J>(report.typical.frames);
+    typical["frame_samples"] = report.typical.frame_samples;
+  }
   j["typical"] = typical;
   J periodic = J::object();
   periodic["found"] = report.periodicity.found;

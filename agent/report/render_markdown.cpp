@@ -9,6 +9,7 @@
 
 #include "model/cause.hpp"
 #include "report/report.hpp"
+#include "report/frames_view.hpp"
 #include "report/report_view.hpp"
 #include "report/svg.hpp"
 
@@ -277,6 +278,18 @@ std::string warnings_md(const Report& r) {
   return out + "\n";
 }
 
+// What the slow tokens ran beyond a typical token (report/frames_view.hpp).
+std::string frames_md(const Report& r) {
+  const CellTable outliers = outlier_frames_table(r, kMaxTableRows), typical = typical_frames_table(r);
+  if (outliers.rows.empty() && typical.rows.empty()) return "";
+  std::string out = "## What the slow tokens ran\n\nUser-space functions of the on-CPU samples, as a share of the "
+                    "window's samples.\n\n";
+  if (auto head = frames_headline(r); !head.empty()) out += "Slow tokens ran " + md(head) + ".\n\n";
+  if (!outliers.rows.empty()) out += cell_table_md(outliers);
+  if (!typical.rows.empty()) out += cell_table_md(typical);
+  return out;
+}
+
 }  // namespace
 
 std::string render_markdown(const Report& report) {
@@ -285,6 +298,7 @@ std::string render_markdown(const Report& report) {
   out += findings_md(report);
   out += causes_md(report);
   out += outliers_md(report);
+  out += frames_md(report);
   out += tpot_md(report);
   out += ttft_md(report);
   out += definitions_md(report);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "report/report.hpp"
+#include "report/frames_view.hpp"
 #include "report/report_view.hpp"
 #include "report/text_table.hpp"
 
@@ -285,6 +286,17 @@ std::string summary_section(const Report& r) {
   return out;
 }
 
+// What the slow tokens ran beyond a typical token (report/frames_view.hpp).
+std::string frames_section(const Report& r) {
+  const CellTable outliers = outlier_frames_table(r, 20), typical = typical_frames_table(r);
+  if (outliers.rows.empty() && typical.rows.empty()) return "";
+  std::string out = "frames (user-space functions of the on-CPU samples; share of the window's samples)\n";
+  if (auto head = frames_headline(r); !head.empty()) out += kIndent + "slow tokens ran " + printable(head) + "\n";
+  if (!outliers.rows.empty()) out += text_table(outliers, true).render(kIndent);
+  if (!typical.rows.empty()) out += text_table(typical, true).render(kIndent);
+  return out;
+}
+
 void append_section(std::string& out, const std::string& section) {
   if (section.empty()) return;
   out += "\n" + section;
@@ -318,6 +330,7 @@ std::string render_text(const Report& report) {
   if (report.requests > 0) append_section(out, requests_section(report));
   append_section(out, outliers_section(report));
   append_section(out, typical_section(report));
+  append_section(out, frames_section(report));
   append_section(out, findings_section(report.findings));
   append_section(out, probes_section(report.probes, report.agent));
   append_section(out, warnings_section(report.warnings));

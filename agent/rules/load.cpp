@@ -35,7 +35,7 @@ namespace {
 // is almost certainly a typo that would keep a rule from ever firing.
 const std::vector<std::string>& report_namespaces() {
   static const std::vector<std::string> names{"summary", "outliers", "cause", "typical", "ttft_fit", "ttft",
-                                              "periodic", "window", "probes", "target", "client"};
+                                              "periodic", "window", "probes", "target", "client", "frames"};
   return names;
 }
 const std::vector<std::string>& host_namespaces() {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "model/frames.hpp"
 #include "model/stats.hpp"
 #include "rules/rule.hpp"
 
@@ -163,6 +164,28 @@ void client_facts(const model::Report& r, FactSet& facts) {
   set_finite(facts, "client.server_gap_p50_ms", j.server_gap_ms.p50);
 }
 
+// What the slow tokens ran beyond a typical token (model/frames.hpp): the function at the head
+// of most outliers' frames. frames.KIND (json, logging, gc, tokenizer) names it only when it is
+// that kind of code, so a rule's remedy can speak of it in an optional part.
+void frames_facts(const model::Report& r, FactSet& facts) {
+  const model::FramesSummary s = model::summarize_frames(r);
+  facts.set("frames.outliers", s.outliers_with_frames);
+  if (s.top.empty()) return;
+  const model::TopFrame& top = s.top.front();
+  facts.set("frames.top", top.frame.function);
+  facts.set("frames.top_where", top.frame.where);
+  facts.set("frames.top_python", top.frame.python);
+  facts.set("frames.top_outliers", top.outliers);
+  facts.set("frames.top_share", top.mean_share);
+  facts.set("frames.top_typical_share", top.frame.typical_share);
+  facts.set("frames.top_kind", top.kind);
+  if (top.kind != "code") facts.set("frames." + top.kind, top.frame.function);
+  if (s.top.size() > 1) {
+    facts.set("frames.second", s.top[1].frame.function);
+    facts.set("frames.second_outliers", s.top[1].outliers);
+  }
+}
+
 }  // namespace
 
 FactSet report_facts(const model::Report& r) {
@@ -172,6 +195,7 @@ FactSet report_facts(const model::Report& r) {
   typical_facts(r, facts);
   ttft_facts(r, facts);
   client_facts(r, facts);
+  frames_facts(r, facts);
   facts.set("periodic.found", r.periodicity.found);
   if (r.periodicity.found) {
     facts.set("periodic.period_s", r.periodicity.period_s);

@@ -18,6 +18,20 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// The samples whichever record carried them: ld_cpu_frames while user stacks are on (the
+// default), ld_cpu_sample with --user-stacks off.
+std::vector<ld_cpu_sample> samples_of(const Recorded& rec) {
+  auto out = rec.of_type<ld_cpu_sample>(LD_EV_CPU_SAMPLE);
+  for (const auto& f : rec.of_type<ld_cpu_frames>(LD_EV_CPU_FRAMES)) {
+    ld_cpu_sample s{};
+    s.hdr = f.hdr;
+    s.kstack_id = f.kstack_id;
+    s.user_mode = f.user_mode;
+    out.push_back(s);
+  }
+  return out;
+}
+
 
 
 // Runs perf_kernel_busy under the perf probe at `hz` and checks what either sample source
@@ -62,7 +76,7 @@ void check_samples(uint32_t hz, const std::string& source, std::string* detail_o
   };
   std::map<uint32_t, Count> by_tid;
   std::vector<int64_t> kernel_stack_ids;
-  for (const auto& s : rec.of_type<ld_cpu_sample>(LD_EV_CPU_SAMPLE)) {
+  for (const auto& s : samples_of(rec)) {
     EXPECT_EQ(s.hdr.tgid, uint32_t(wl.pid()));
     auto& c = by_tid[s.hdr.tid];
     c.total++;
@@ -145,7 +159,7 @@ TEST(PerfProbe, StacksOfSchedAndPerfAreAllNamed) {
   // Most of the workload's kernel time is its read(/dev/zero): counted by samples, since a few
   // rare stacks (a fault, the exit) can be as many distinct ids as the read path's few.
   size_t kernel_samples = 0, read_samples = 0;
-  for (const auto& sample : rec.of_type<ld_cpu_sample>(LD_EV_CPU_SAMPLE)) {
+  for (const auto& sample : samples_of(rec)) {
     if (sample.user_mode || sample.kstack_id < 0) continue;
     kernel_samples++;
     read_samples += read_stacks.count(sample.kstack_id);

@@ -34,7 +34,7 @@ using Bytes = std::vector<uint8_t>;
 const fs::path kFixture = fs::path(LD_TEST_FIXTURES_DIR) / "records" / "all_records.ldtrace";
 
 // A new record type must join the fixture (and this number): every type is covered.
-static_assert(LD_EV_TYPE_MAX == 26, "a record type was added or removed: update golden_records()");
+static_assert(LD_EV_TYPE_MAX == 29, "a record type was added or removed: update golden_records()");
 
 // Every header differs: n is the record's place in the fixture.
 ld_hdr hdr(uint16_t type, size_t size, uint32_t n) {
@@ -316,10 +316,65 @@ ld_gil_wait gil_wait() {
   return r;
 }
 
+ld_cpu_frames cpu_frames() {
+  ld_cpu_frames r{};
+  r.hdr = hdr(LD_EV_CPU_FRAMES, sizeof(r), 22);
+  r.kstack_id = 0x0700000000001601LL;
+  r.user_mode = 1;
+  r.ustack_id = 0x1603;
+  r.pystack_id = 0x1600000000001604ULL;
+  r.py_depth = 2;
+  r.flags = LD_FRAMES_PY_TRUNCATED | LD_FRAMES_PY_BAD_READ;
+  return r;
+}
+
+// Two native frames follow the fixed part.
+constexpr uint32_t kUstackDepth = 2;
+ld_ustack ustack() {
+  ld_ustack r{};
+  r.hdr = hdr(LD_EV_USTACK, sizeof(r) + kUstackDepth * sizeof(ld_uframe), 23);
+  r.hdr.tid = 0;
+  r.stack_id = 0x1603;  // the sample's
+  r.depth = kUstackDepth;
+  r.flags = LD_USTACK_CUT;
+  return r;
+}
+std::vector<ld_uframe> uframes() {
+  std::vector<ld_uframe> f(kUstackDepth);
+  f[0].offset = 0x1701;
+  std::strcpy(f[0].func, "ld_wl::slow_detokenize");
+  std::strcpy(f[0].module, "ld-wl-frames_server");
+  f[1].offset = 0x00007f0000001702ULL;  // no symbol, no file: the address
+  return f;
+}
+
+constexpr uint32_t kPystackDepth = 2;
+ld_pystack pystack() {
+  ld_pystack r{};
+  r.hdr = hdr(LD_EV_PYSTACK, sizeof(r) + kPystackDepth * sizeof(ld_pyframe), 24);
+  r.hdr.tid = 0;
+  r.stack_id = 0x1600000000001604ULL;  // the sample's
+  r.depth = kPystackDepth;
+  r.flags = LD_FRAMES_PY_TRUNCATED;
+  return r;
+}
+std::vector<ld_pyframe> pyframes() {
+  std::vector<ld_pyframe> f(kPystackDepth);
+  f[0].line = 0x1801;
+  std::strcpy(f[0].func, "render_usage_summary");
+  std::strcpy(f[0].file, "tests/workloads/frames_server.py");
+  f[1].line = -1;
+  f[1].flags = LD_PYFRAME_UNNAMED | LD_PYFRAME_FILE_CUT;
+  std::strcpy(f[1].func, "?");
+  return f;
+}
+
 // The fixture's records, in file order.
 std::vector<Bytes> golden_records() {
   const std::string frames = kstack_frames();
   const std::string path = disk_path_padded();
+  const std::vector<ld_uframe> uf = uframes();
+  const std::vector<ld_pyframe> pf = pyframes();
   return {bytes_of(sock_io()),       bytes_of(sock_close()),    bytes_of(task_exit()),
           bytes_of(offcpu()),        bytes_of(sched_agg()),     bytes_of(migrate()),
           bytes_of(cpu_sample()),    bytes_of(kstack(), frames.data(), frames.size()),
@@ -327,7 +382,9 @@ std::vector<Bytes> golden_records() {
           bytes_of(syscall_futex()), bytes_of(faults()),        bytes_of(block_rq()),
           bytes_of(reclaim()),       bytes_of(gil_addr()),      bytes_of(tcp_state()),
           bytes_of(tcp_retrans()),   bytes_of(net_sample()),    bytes_of(cgroup_sample()),
-          bytes_of(cpu_freq()),      bytes_of(gil_wait())};
+          bytes_of(cpu_freq()),      bytes_of(gil_wait()),      bytes_of(cpu_frames()),
+          bytes_of(ustack(), uf.data(), uf.size() * sizeof(ld_uframe)),
+          bytes_of(pystack(), pf.data(), pf.size() * sizeof(ld_pyframe))};
 }
 
 nlohmann::json golden_header() {
@@ -335,7 +392,7 @@ nlohmann::json golden_header() {
                       "(tests/unit/golden_records_test.cpp)"},
           {"record_layout_version", LD_RECORD_LAYOUT_VERSION}};
 }
-nlohmann::json golden_trailer() { return {{"end_mono_ns", 0x0123456789abcdefULL}, {"records", 21}}; }
+nlohmann::json golden_trailer() { return {{"end_mono_ns", 0x0123456789abcdefULL}, {"records", 24}}; }
 
 // ---------------------------------------------------------------- field checks
 
@@ -389,6 +446,18 @@ void check(const ld_migrate& got, const ld_migrate& want) {
 void check(const ld_cpu_sample& got, const ld_cpu_sample& want) {
   check_hdr(got.hdr, want.hdr);
   FIELD(kstack_id); FIELD(user_mode);
+}
+void check(const ld_cpu_frames& got, const ld_cpu_frames& want) {
+  check_hdr(got.hdr, want.hdr);
+  FIELD(kstack_id); FIELD(user_mode); FIELD(ustack_id); FIELD(pystack_id); FIELD(py_depth); FIELD(flags);
+}
+void check(const ld_ustack& got, const ld_ustack& want) {
+  check_hdr(got.hdr, want.hdr);
+  FIELD(stack_id); FIELD(depth); FIELD(flags);
+}
+void check(const ld_pystack& got, const ld_pystack& want) {
+  check_hdr(got.hdr, want.hdr);
+  FIELD(stack_id); FIELD(depth); FIELD(flags);
 }
 void check(const ld_kstack& got, const ld_kstack& want) {
   check_hdr(got.hdr, want.hdr);
@@ -471,8 +540,8 @@ TEST(GoldenRecords, EveryFieldOfEveryRecordTypeReadsBack) {
       << "the fixture holds another record layout: regenerate it together with the bump";
   EXPECT_EQ(summary.header, golden_header());
   EXPECT_EQ(summary.trailer, golden_trailer());
-  EXPECT_EQ(summary.records, 21u);
-  ASSERT_EQ(got.size(), 21u);
+  EXPECT_EQ(summary.records, 24u);
+  ASSERT_EQ(got.size(), 24u);
 
   check_record(got[0], sock_io());
   check_record(got[1], sock_close());
@@ -495,12 +564,36 @@ TEST(GoldenRecords, EveryFieldOfEveryRecordTypeReadsBack) {
   check_record(got[18], cgroup_sample());
   check_record(got[19], cpu_freq());
   check_record(got[20], gil_wait());
+  check_record(got[21], cpu_frames());
+  check_record(got[22], ustack());
+  check_record(got[23], pystack());
 
   // The variable parts: the stack's frames, the file's path.
   ASSERT_EQ(got[7].size(), sizeof(ld_kstack) + kKstackDepth * LD_SYM_LEN);
   EXPECT_EQ(std::string(got[7].begin() + sizeof(ld_kstack), got[7].end()), kstack_frames());
   ASSERT_EQ(got[9].size(), sizeof(ld_syscall) + 32);
   EXPECT_EQ(std::string(got[9].begin() + sizeof(ld_syscall), got[9].end()), disk_path_padded());
+  ASSERT_EQ(got[22].size(), sizeof(ld_ustack) + kUstackDepth * sizeof(ld_uframe));
+  for (uint32_t i = 0; i < kUstackDepth; ++i) {
+    SCOPED_TRACE(i);
+    ld_uframe f{};
+    std::memcpy(&f, got[22].data() + sizeof(ld_ustack) + i * sizeof(ld_uframe), sizeof(f));
+    const ld_uframe want = uframes()[i];
+    EXPECT_EQ(f.offset, want.offset);
+    EXPECT_EQ(std::string(f.func, sizeof(f.func)), std::string(want.func, sizeof(want.func)));
+    EXPECT_EQ(std::string(f.module, sizeof(f.module)), std::string(want.module, sizeof(want.module)));
+  }
+  ASSERT_EQ(got[23].size(), sizeof(ld_pystack) + kPystackDepth * sizeof(ld_pyframe));
+  for (uint32_t i = 0; i < kPystackDepth; ++i) {
+    SCOPED_TRACE(i);
+    ld_pyframe f{};
+    std::memcpy(&f, got[23].data() + sizeof(ld_pystack) + i * sizeof(ld_pyframe), sizeof(f));
+    const ld_pyframe want = pyframes()[i];
+    EXPECT_EQ(f.line, want.line);
+    EXPECT_EQ(f.flags, want.flags);
+    EXPECT_EQ(std::string(f.func, sizeof(f.func)), std::string(want.func, sizeof(want.func)));
+    EXPECT_EQ(std::string(f.file, sizeof(f.file)), std::string(want.file, sizeof(want.file)));
+  }
 
   // And every byte, padding included.
   const std::vector<Bytes> want = golden_records();
@@ -516,7 +609,8 @@ TEST(GoldenRecords, CoverEveryRecordType) {
                                  LD_EV_FAULTS,     LD_EV_BLOCK_RQ,    LD_EV_RECLAIM,
                                  LD_EV_GIL_ADDR,   LD_EV_TCP_STATE,   LD_EV_TCP_RETRANS,
                                  LD_EV_NET_SAMPLE, LD_EV_CGROUP_SAMPLE, LD_EV_CPU_FREQ,
-                                 LD_EV_GIL_WAIT};
+                                 LD_EV_GIL_WAIT,   LD_EV_CPU_FRAMES,  LD_EV_USTACK,
+                                 LD_EV_PYSTACK};
   EXPECT_EQ(types, every);
   // Each record says its own size, and the sizes are the layouts' (bpf/events.h's checks).
   for (const Bytes& r : golden_records()) EXPECT_EQ(as<ld_hdr>(r).size, r.size());

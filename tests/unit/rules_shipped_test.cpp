@@ -86,6 +86,8 @@ ld::model::Outlier outlier_from(const json& j, const Report& r) {
     o.causes.push_back({ld::model::parse_cause(c.at("cause").get<std::string>()).value(), c.at("ms"), c.at("ms").get<double>() / o.duration_ms,
                         c.value("evidence", json::object())});
   if (j.contains("facts")) o.facts = j["facts"];  // e.g. own_contention_ms: the server as its own neighbour
+  for (const json& f : j.value("frames", json::array()))
+    o.frames.push_back({f.at("python"), f.at("function"), f.at("where"), f.at("share"), f.at("typical_share"), 10});
   return o;
 }
 
