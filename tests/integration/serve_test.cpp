@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -129,17 +130,44 @@ int run_bench(const std::string& url, int requests, int concurrency, int tokens)
   return -1;
 }
 
-// Our programs loaded by `pid` (bpftool lists the owning processes).
-int programs_of(int pid) {
-  FILE* p = popen("bpftool prog list 2>/dev/null", "r");
-  if (!p) return -1;
-  char line[1024];
-  int count = 0;
-  std::string needle = "(" + std::to_string(pid) + ")";
-  while (fgets(line, sizeof(line), p))
-    if (std::string(line).find(needle) != std::string::npos) count++;
-  pclose(p);
-  return count;
+// The BPF programs and links `pid` holds, by kernel id (/proc/PID/fdinfo: a program's fd shows
+// prog_id, a link's link_id and its program's prog_id). Ids, not a count of `name ld_*`: other
+// agents may run on the host meanwhile, and this bpftool does not list owning pids.
+struct BpfIds {
+  std::set<unsigned> progs, links;
+};
+BpfIds bpf_ids_of(int pid) {
+  BpfIds ids;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fdinfo";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::ifstream in(e.path());
+    std::string key;
+    unsigned value = 0;
+    while (in >> key) {
+      if (key == "prog_id:" && in >> value) ids.progs.insert(value);
+      else if (key == "link_id:" && in >> value) ids.links.insert(value);
+    }
+  }
+  return ids;
+}
+// How many of `ids` the kernel still has (bpftool prog/link show id N fails for a freed one).
+int still_loaded(const BpfIds& ids) {
+  int n = 0;
+  for (unsigned id : ids.progs)
+    n += system(("bpftool prog show id " + std::to_string(id) + " >/dev/null 2>&1").c_str()) == 0;
+  for (unsigned id : ids.links)
+    n += system(("bpftool link show id " + std::to_string(id) + " >/dev/null 2>&1").c_str()) == 0;
+  return n;
+}
+// Programs are freed after an RCU grace period once their last fd closes: wait a little.
+int still_loaded_settled(const BpfIds& ids) {
+  int n = still_loaded(ids);
+  for (int i = 0; i < 100 && n != 0; ++i) {
+    std::this_thread::sleep_for(100ms);
+    n = still_loaded(ids);
+  }
+  return n;
 }
 
 }  // namespace
@@ -220,9 +248,12 @@ TEST(Serve, RealPrometheusScrapesTtftCountAndTheInjectedCauseOnTop) {
   EXPECT_EQ(rep["summary"]["requests"], requests);
 
   // SIGTERM: a clean stop, nothing left attached, the socket gone.
+  const BpfIds ids = bpf_ids_of(serve->pid());
+  EXPECT_GT(ids.progs.size(), 0u);
+  EXPECT_GT(ids.links.size(), 0u);
   serve->signal(SIGTERM);
   EXPECT_EQ(serve->wait(30s).value_or(-1), 0) << serve->err();
-  EXPECT_EQ(programs_of(serve->pid()), 0);
+  EXPECT_EQ(still_loaded_settled(ids), 0);
   EXPECT_FALSE(fs::exists(dir / "serve.sock"));
 }
 
@@ -342,15 +373,16 @@ TEST(Serve, SigkillLeavesAFlightRecordingThatReadsBackAndNothingAttached) {
                             "127.0.0.1:" + std::to_string(metrics_port), "--flight-dir", dir / "flight", "--socket",
                             dir / "serve.sock", "--read-interval", "1s"});
   ASSERT_NE(serve->err().find("attached to pid"), std::string::npos) << serve->err();
-  EXPECT_GT(programs_of(serve->pid()), 0) << "bpftool should list the daemon's programs";
+  const BpfIds ids = bpf_ids_of(serve->pid());
+  EXPECT_GT(ids.progs.size(), 0u);
+  EXPECT_GT(ids.links.size(), 0u);
+  EXPECT_EQ(still_loaded(ids), static_cast<int>(ids.progs.size() + ids.links.size()));
   ASSERT_EQ(run_bench(server.url(), 5, 1, 10), 5);
   std::this_thread::sleep_for(2500ms);  // past a flush (the read interval)
   serve->signal(SIGKILL);
   serve->wait(10s);
   // The kernel closed its fds: every program and link went with them.
-  auto until = std::chrono::steady_clock::now() + 10s;
-  while (programs_of(serve->pid()) != 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(100ms);
-  EXPECT_EQ(programs_of(serve->pid()), 0);
+  EXPECT_EQ(still_loaded_settled(ids), 0);
   // The segment has no trailer but reads back to its last chunk, with every request.
   std::vector<std::string> segments;
   for (const auto& e : fs::directory_iterator(dir / "flight"))
@@ -372,6 +404,13 @@ TEST(Serve, SigkillLeavesAFlightRecordingThatReadsBackAndNothingAttached) {
   auto again = start_serve({"--pid", std::to_string(server.proc->pid()), "--metrics-addr", "off", "--flight-dir",
                             dir / "flight", "--socket", dir / "serve.sock"});
   EXPECT_NE(again->err().find("attached to pid"), std::string::npos) << again->err();
+  // SIGHUP reads the rule files again; the daemon goes on.
+  again->signal(SIGHUP);
+  auto until_reload = std::chrono::steady_clock::now() + 20s;
+  while (again->err().find("rules reloaded") == std::string::npos && std::chrono::steady_clock::now() < until_reload)
+    std::this_thread::sleep_for(100ms);
+  EXPECT_NE(again->err().find("rules reloaded"), std::string::npos) << again->err();
+  EXPECT_FALSE(again->wait(0ms).has_value()) << "serve stopped on SIGHUP";
   again->signal(SIGINT);
   EXPECT_EQ(again->wait(30s).value_or(-1), 0) << again->err();
 }
