@@ -2,8 +2,9 @@
 # Soak test of `latency-doctor serve` (not in CI): the sample server under continuous bench
 # load for DURATION seconds with serve attached, sampling serve's RSS, CPU and the flight
 # recorder's disk use every INTERVAL seconds. After WARMUP seconds (the flight recorder's
-# --flight-keep plus a segment: its disk use is then at its steady state) RSS and disk must stay
-# within 10% of their mean. Prints a summary; the samples go to OUT/soak.tsv.
+# --flight-keep plus a segment: its disk use is then at its steady state) RSS and the segments'
+# disk must stay within 10% of their mean. Prints a summary (exit 1 when either is not within
+# 10%); the samples go to OUT/soak.tsv.
 #
 # Usage: sudo bash bench/soak.sh [DURATION=3600] [WARMUP=1200]
 # Environment: KEEP (flight recorder --flight-keep, 15m), INTERVAL (30), OUT (a directory to keep),
@@ -25,6 +26,7 @@ metrics_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1"
 setsid "$ld" serve --pid "$server_pid" --metrics-addr "127.0.0.1:$metrics_port" --flight-dir "$work/flight" \
   --flight-keep "${KEEP:-15m}" --socket "$work/serve.sock" ${SERVE_ARGS:-} 2>"$work/serve.err" &
 serve_pid=$!
+load_pid=""
 trap 'kill $server_pid 2>/dev/null; kill -TERM $serve_pid 2>/dev/null; kill $load_pid 2>/dev/null; true' EXIT
 wait_attached "$work/serve.err" || exit 2
 
@@ -33,7 +35,17 @@ wait_attached "$work/serve.err" || exit 2
       --max-tokens 100 --quiet >/dev/null 2>&1 || sleep 1; done ) &
 load_pid=$!
 
-echo -e "t_s\trss_kib\tcpu_s\tflight_bytes\tttft_count" >"$work/soak.tsv"
+# The TTFT count from serve's /metrics (python3: curl is not among the packages setup.sh installs).
+ttft_count() {
+  python3 - "http://127.0.0.1:$metrics_port/metrics" <<'PY' 2>/dev/null || echo 0
+import sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1], timeout=5).read().decode()
+print(next((l.split()[1] for l in text.splitlines()
+            if l.startswith("gen_ai_server_time_to_first_token_seconds_count")), 0))
+PY
+}
+
+echo -e "t_s\trss_kib\tcpu_s\tflight_bytes\tttft_count\tcapture_bytes" >"$work/soak.tsv"
 start=$(date +%s)
 hz=$(getconf CLK_TCK)
 while :; do
@@ -41,19 +53,28 @@ while :; do
   t=$((now - start))
   rss=$(awk '/^VmRSS/ {print $2}' "/proc/$serve_pid/status")
   cpu=$(awk -v hz="$hz" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$serve_pid/stat")
-  disk=$(du -sb "$work/flight" | cut -f1)
-  count=$(curl -s "http://127.0.0.1:$metrics_port/metrics" | awk '/^gen_ai_server_time_to_first_token_seconds_count/ {print $2}')
-  echo -e "$t\t$rss\t$cpu\t$disk\t${count:-0}" >>"$work/soak.tsv"
+  # The segments (bounded by --flight-keep/--flight-max) apart from the captures (bounded by
+  # --captures-max: they grow by one a trigger until the cap, so they are shown on their own).
+  disk=$(find "$work/flight" -maxdepth 1 -name 'flight-*.ldtrace' -printf '%s\n' | awk '{s += $1} END {print s + 0}')
+  captures=$(find "$work/flight/captures" -name '*.ldtrace' -printf '%s\n' 2>/dev/null | awk '{s += $1} END {print s + 0}')
+  count=$(ttft_count)
+  echo -e "$t\t$rss\t$cpu\t$disk\t${count:-0}\t$captures" >>"$work/soak.tsv"
   [ "$t" -ge "$duration" ] && break
   sleep "$interval"
 done
 kill "$load_pid" 2>/dev/null || true
 wait "$load_pid" 2>/dev/null || true
+# The kernel ids of the programs serve holds (/proc/PID/fdinfo), to check none outlives it.
+prog_ids=$(cat /proc/"$serve_pid"/fdinfo/* 2>/dev/null | awk '/^prog_id:/ {print $2}' | sort -u)
 kill -TERM "$serve_pid"
 code=0
 wait "$serve_pid" || code=$?
-left=$(bpftool prog list 2>/dev/null | grep -c "($serve_pid)" || true)
-python3 - "$work/soak.tsv" "$warmup" "$code" "$left" <<'PY'
+sleep 2  # programs are freed an RCU grace period after their last fd closes
+left=0
+for id in $prog_ids; do bpftool prog show id "$id" >/dev/null 2>&1 && left=$((left + 1)); done
+echo "serve held $(echo "$prog_ids" | wc -w) programs"
+status=0
+python3 - "$work/soak.tsv" "$warmup" "$code" "$left" <<'PY' || status=$?
 import sys
 rows = [l.split("\t") for l in open(sys.argv[1]).read().splitlines()[1:]]
 warm = int(sys.argv[2])
@@ -63,14 +84,20 @@ def spread(col):
     mean = sum(vals) / len(vals)
     return min(vals), max(vals), mean, (max(vals) - min(vals)) / mean * 100 if mean else 0
 print(f"soak: {rows[-1][0]} s, {len(rows)} samples, {len(after)} after the {warm} s warm-up")
+failed = False
 for name, col, unit in (("RSS", 1, "KiB"), ("flight recorder disk", 3, "bytes")):
     lo, hi, mean, pct = spread(col)
-    ok = "within 10%" if max(hi - mean, mean - lo) / mean <= 0.10 else "NOT within 10%"
+    within = mean > 0 and max(hi - mean, mean - lo) / mean <= 0.10
+    failed = failed or not within
+    ok = "within 10%" if within else "NOT within 10%"
     print(f"  {name}: {lo:.0f}..{hi:.0f} {unit} (mean {mean:.0f}; {ok} of the mean, spread {pct:.1f}%)")
 cpu0, cpu1 = float(rows[0][2]), float(rows[-1][2])
 print(f"  serve CPU: {cpu1 - cpu0:.1f} s in {int(rows[-1][0]) - int(rows[0][0])} s "
       f"({100 * (cpu1 - cpu0) / max(1, int(rows[-1][0]) - int(rows[0][0])):.2f}% of one CPU)")
 print(f"  requests counted (TTFT histogram): {rows[-1][4]}")
-print(f"  serve exit code {sys.argv[3]}, programs left attached {sys.argv[4]}")
+print(f"  captures: {int(rows[-1][5])} bytes at the end (bounded by --captures-max, not by the 10% rule)")
+print(f"  serve exit code {sys.argv[3]}, programs left loaded {sys.argv[4]}")
+sys.exit(1 if failed or sys.argv[3] != "0" or sys.argv[4] != "0" else 0)
 PY
 echo "samples: $work/soak.tsv"
+exit $status
