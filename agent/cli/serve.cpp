@@ -212,6 +212,11 @@ int run_serve(const ServeCmdOptions& o) {
         throw;
       }
       print_warnings(result.warnings);
+      // The last window: what happened since the previous cut is counted and pushed (OTLP)
+      // before the stop, with the probes' final counters.
+      serve::SessionHooks last;
+      last.status = [&] { return result.trailer.probes; };
+      service->cut_window(host::monotonic_now_ns(), last);
       service->finish(result.trailer);
       service->log(fmt::format("stopping ({}); detaching the probes", result.stop_reason));
       result.session.reset();  // detach before the exit code: nothing stays attached
