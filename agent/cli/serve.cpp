@@ -167,6 +167,13 @@ int run_serve(const ServeCmdOptions& o) {
   if (options.metrics_addr.rfind("0.0.0.0:", 0) == 0 || options.metrics_addr.rfind("[::]:", 0) == 0)
     service->log("warning: metrics are served on every interface, as asked (--metrics-addr)");
 
+  // Only fixed pids and none alive: nothing will ever be traced (exit 2, as attach does).
+  if (options.discovery.empty() && service->refresh_targets(nullptr).empty()) {
+    print_error("serve", fmt::format("no process with pid {} (give a live --pid, or a rule such as --match-comm "
+                                     "to wait for servers)",
+                                     fmt::join(options.pids, ", ")));
+    return kExitRuntime;
+  }
   try {
     while (!probes::stop_requested()) {
       // No target yet: look again every second (cheap: comm first) until one shows up.

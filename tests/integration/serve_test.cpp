@@ -413,4 +413,9 @@ TEST(Serve, SigkillLeavesAFlightRecordingThatReadsBackAndNothingAttached) {
   EXPECT_FALSE(again->wait(0ms).has_value()) << "serve stopped on SIGHUP";
   again->signal(SIGINT);
   EXPECT_EQ(again->wait(30s).value_or(-1), 0) << again->err();
+  // Only a --pid, and it is not alive: nothing to wait for, a runtime error.
+  Child gone({kAgent, "serve", "--pid", "999999999", "--metrics-addr", "off", "--flight-dir", dir / "flight",
+              "--socket", dir / "serve.sock"});
+  EXPECT_EQ(gone.wait(30s).value_or(-1), 2) << gone.err();
+  EXPECT_NE(gone.err().find("no process with pid 999999999"), std::string::npos) << gone.err();
 }
