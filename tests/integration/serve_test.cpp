@@ -209,19 +209,23 @@ TEST(Serve, RealPrometheusScrapesTtftCountAndTheInjectedCauseOnTop) {
   const int requests = run_bench(server.url(), 6, 1, 30);
   ASSERT_EQ(requests, 6);
 
-  // The TTFT histogram's count reaches what bench made, through scrape and storage.
-  double count = -1;
-  until = std::chrono::steady_clock::now() + 60s;
-  while (std::chrono::steady_clock::now() < until) {
-    json r = query("sum(gen_ai_server_time_to_first_token_seconds_count)");
-    if (r.is_object() && !r["data"]["result"].empty())
-      count = std::stod(r["data"]["result"][0]["value"][1].get<std::string>());
-    if (count >= requests) break;
+  // The TTFT histogram's count reaches what bench made, and the token-gap histogram's every gap
+  // (30 tokens, 29 gaps a request), through scrape and storage. Waited for: a busy host delays
+  // the windows (one waits while the last is analysed), it must not lose or add any.
+  auto value_of = [&](const std::string& q) {
+    json r = query(q);
+    if (!r.is_object() || r["data"]["result"].empty()) return -1.0;
+    return std::stod(r["data"]["result"][0]["value"][1].get<std::string>());
+  };
+  const std::string ttft_q = "sum(gen_ai_server_time_to_first_token_seconds_count)";
+  const std::string gaps_q = "sum(gen_ai_server_time_per_output_token_seconds_count)";
+  until = std::chrono::steady_clock::now() + 90s;
+  while ((value_of(ttft_q) < requests || value_of(gaps_q) < requests * 29) && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(1s);
-  }
-  EXPECT_EQ(count, requests);
+  std::this_thread::sleep_for(3s);  // one more window and scrape after the counts settled
+  EXPECT_EQ(value_of(ttft_q), requests);
+  EXPECT_EQ(value_of(gaps_q), requests * 29) << http_get(metrics_port, "/metrics");
   // Outlier time by cause: the injected cause is the largest.
-  std::this_thread::sleep_for(3s);  // one more window and scrape after the count settled
   json by_cause = query("latency_doctor_outlier_seconds_total");
   ASSERT_TRUE(by_cause.is_object()) << "no answer from Prometheus";
   std::string top;
@@ -230,11 +234,10 @@ TEST(Serve, RealPrometheusScrapesTtftCountAndTheInjectedCauseOnTop) {
     double v = std::stod(series["value"][1].get<std::string>());
     if (v > top_s) { top_s = v; top = series["metric"]["cause"]; }
   }
+  // cpu_contention on top means the host starved the server (a busy host, or the test run at
+  // idle priority): `attach` then blames it too.
   EXPECT_EQ(top, "disk_io") << by_cause.dump();
   EXPECT_GT(top_s, 0.3);
-  json gaps = query("sum(gen_ai_server_time_per_output_token_seconds_count)");
-  ASSERT_FALSE(gaps["data"]["result"].empty());
-  EXPECT_EQ(std::stod(gaps["data"]["result"][0]["value"][1].get<std::string>()), requests * 29);
 
   // dump: the flight recorder's last minute, read back by `report` with every request.
   Child dump({kAgent, "dump", "--since", "2m", "-o", dir / "incident.ldtrace", "--socket", dir / "serve.sock"});
