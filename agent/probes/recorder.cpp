@@ -132,7 +132,6 @@ std::string yield_to_target() {
   return problem;
 }
 
-
 // The trailer's "agent": what recording cost, shown in every report (model::AgentCost). The
 // recording runs from attached to stopped; stopping (the last drain, the probes' finish:
 // kernel stacks symbolised from /proc/kallsyms) is counted apart. Rounded to the microsecond.
