@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Soak test of `latency-doctor serve` (not in CI): the sample server under continuous bench
-# load for DURATION seconds with serve attached, sampling serve's RSS, CPU and the flight
-# recorder's disk use every INTERVAL seconds. After WARMUP seconds (the flight recorder's
+# load for DURATION seconds with serve attached (found by --listen-port, as deployed), sampling
+# serve's RSS, CPU and the flight recorder's disk use every INTERVAL seconds. After WARMUP seconds (the flight recorder's
 # --flight-keep plus a segment: its disk use is then at its steady state) RSS and the segments'
 # disk must stay within 10% of their mean. Prints a summary (exit 1 when either is not within
 # 10%); the samples go to OUT/soak.tsv.
@@ -23,7 +23,8 @@ mkdir -p "$work"
 start_server
 metrics_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 # shellcheck disable=SC2086
-setsid "$ld" serve --pid "$server_pid" --metrics-addr "127.0.0.1:$metrics_port" --flight-dir "$work/flight" \
+# Found as deployed, by a discovery rule (the node's processes scanned every read interval), not --pid.
+setsid "$ld" serve --listen-port "$port" --metrics-addr "127.0.0.1:$metrics_port" --flight-dir "$work/flight" \
   --flight-keep "${KEEP:-15m}" --socket "$work/serve.sock" ${SERVE_ARGS:-} 2>"$work/serve.err" &
 serve_pid=$!
 load_pid=""
