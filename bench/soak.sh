@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Soak test of `latency-doctor serve` (not in CI): the sample server under continuous bench
 # load for DURATION seconds with serve attached (found by --listen-port, as deployed), sampling
-# serve's RSS, CPU and the flight recorder's disk use every INTERVAL seconds. After WARMUP seconds (the flight recorder's
-# --flight-keep plus a segment: its disk use is then at its steady state) RSS and the segments'
-# disk must stay within 10% of their mean. Prints a summary (exit 1 when either is not within
+# serve's RSS, CPU and the flight recorder's disk use every INTERVAL seconds. After WARMUP
+# seconds (the flight recorder's --flight-keep plus a segment: its disk use is then at its
+# steady state) RSS and the segments' disk must stay within 10% of their mean. Prints a summary (exit 1 when either is not within
 # 10%); the samples go to OUT/soak.tsv.
 #
 # Usage: sudo bash bench/soak.sh [DURATION=3600] [WARMUP=1200]
