@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   ld::cli::register_bench(app, exit_code);
   ld::cli::register_audit(app, exit_code);
   ld::cli::register_rules(app, exit_code);
+  ld::cli::register_serve(app, exit_code);
+  ld::cli::register_dump(app, exit_code);
   ld::cli::register_version(app, exit_code);
   try {
     app.parse(argc, argv);

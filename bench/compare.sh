@@ -11,12 +11,18 @@
 #         ...+own                    the agent started by setsid, in an autogroup of its own (last)
 #         ...+stop                   the agent SIGSTOPped once attached: its probes stay on in
 #                                    the kernel, its user space does nothing during the run
+#         serve[@ARG,ARG]            `serve --pid` (the node daemon: default probes, metrics on
+#                                    127.0.0.1:$SERVE_PORT (19464), a flight recorder) with
+#                                    --window 1s unless ARG gives one: a run is ~7 s, so the
+#                                    deployed 10 s window would analyse nothing during it; at 1 s
+#                                    the analysis runs 10x as often, each over all since attach
 #         dummy[-PROBES]             probes (all, or a comma list) attached to an idle process, not
 #                                    the server: every hook on, every filter fails, nothing recorded
 #         burn@US                    no agent; bench/burn.py spins US us every 10 ms meanwhile
 #                                    (CPU taken with no probe: a control for the agent's CPU);
 #                                    its CPU share of one CPU is printed after the summary
 # Environment: REQUESTS (60), CONCURRENCY (2), OUT (a directory to keep the token logs in),
+#   BUILD_DIR (the build with latency-doctor and ld-sample-server, ./build),
 #   TRACE=1: record each run's scheduler events with ftrace (sched_switch, sched_wakeup(_new),
 #   sched_migrate_task; trace_clock mono, the token logs' clock) into OUT/trace_ROUND_I.txt.gz
 #   and the agent's thread ids into OUT/agenttids_ROUND_I (I: the condition's position), for
@@ -31,7 +37,7 @@ rounds=${1:?rounds}; shift
 conds=("$@")
 [ ${#conds[@]} -gt 0 ] || { echo "compare: no conditions" >&2; exit 1; }
 bash scripts/setup.sh >/dev/null
-ld=./build/latency-doctor
+ld=${BUILD_DIR:-./build}/latency-doctor
 work=${OUT:-$(mktemp -d)}
 mkdir -p "$work"
 : >"$work/results"
@@ -84,8 +90,15 @@ run_condition() {  # cond round index
     # autogroup of its own, as when an operator's shell or a service starts it beside a
     # server; otherwise it shares the script's autogroup with the server and the bench
     # client.
+    if [ "$probes" = serve ]; then  # the node daemon instead of attach: metrics, flight recorder
+      local window="--window 1s"
+      [[ "$extra" == *--window* ]] && window=""
+      ${own:+setsid} "$agent" serve --pid "$pid" $window ${extra//,/ } --metrics-addr "127.0.0.1:${SERVE_PORT:-19464}" \
+        --flight-dir "$work/flight" --socket "$work/serve.sock" 2>"$work/agent.err" &
+    else
     ${own:+setsid} "$agent" attach --pid "$pid" --probes "$probes" ${extra//,/ } --duration 10m --format json \
       -o "$work/agent.json" 2>"$work/agent.err" &
+    fi
     ap=$!
     wait_attached "$work/agent.err" || exit 2
     [ -z "$own" ] || [ "$(ps -o sid= -p "$ap" | tr -d ' ')" = "$ap" ] || { echo "compare: setsid forked" >&2; exit 2; }

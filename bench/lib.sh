@@ -4,7 +4,7 @@
 
 # Starts ld-sample-server (per-token compute is fixed CPU work); sets server_pid and port.
 start_server() {
-  ./build/ld-sample-server --port 0 --token-ms 2 --tokens 100 --prefill-base-ms 5 \
+  "${BUILD_DIR:-./build}/ld-sample-server" --port 0 --token-ms 2 --tokens 100 --prefill-base-ms 5 \
     >"$work/server.out" 2>/dev/null &
   server_pid=$!
   for _ in $(seq 100); do grep -q "listening on" "$work/server.out" && break; sleep 0.1; done

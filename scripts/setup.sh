@@ -13,9 +13,12 @@ PACKAGES=(
   libfmt-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev
   libtomlplusplus-dev                  # rule files (TOML)
   libdeflate-dev                       # trace chunks: zlib streams, 2-3x zlib's speed
+  prometheus-cpp-dev                   # serve: the /metrics endpoint (core + pull; push is not linked)
   libgtest-dev util-linux              # tests (setpriv drops privileges in one)
   nginx-light                          # tests: a real proxy in front of the sample server
   python3.11 python3-fastapi python3-uvicorn   # tests: Python targets (frames, gil), a FastAPI server
+  prometheus                           # tests: a real Prometheus scraping serve
+  protobuf-compiler python3-protobuf   # tests: OTLP bodies decoded with the OTLP .proto files
 )
 
 missing=()

@@ -132,20 +132,6 @@ std::string yield_to_target() {
   return problem;
 }
 
-// The agent's own use of the machine so far (all its threads, exited ones included).
-struct OwnUsage {
-  double cpu_ms = 0;
-  uint64_t voluntary_switches = 0;  // blocking waits that ended: wake-ups
-  double max_rss_mib = 0;
-};
-
-OwnUsage own_usage() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3; };
-  return {ms(u.ru_utime) + ms(u.ru_stime), static_cast<uint64_t>(u.ru_nvcsw), static_cast<double>(u.ru_maxrss) / 1024.0};
-}
-
 // The trailer's "agent": what recording cost, shown in every report (model::AgentCost). The
 // recording runs from attached to stopped; stopping (the last drain, the probes' finish:
 // kernel stacks symbolised from /proc/kallsyms) is counted apart. Rounded to the microsecond.
@@ -166,6 +152,14 @@ model::AgentCost agent_cost(double attach_ms, const OwnUsage& before_attach, con
 }
 
 }  // namespace
+
+// The agent's own use of the machine so far (all its threads, exited ones included).
+OwnUsage own_usage() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3; };
+  return {ms(u.ru_utime) + ms(u.ru_stime), static_cast<uint64_t>(u.ru_nvcsw), static_cast<double>(u.ru_maxrss) / 1024.0};
+}
 
 void install_stop_signals() {
   struct sigaction sa {};
@@ -223,6 +217,14 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   result.header = make_header(options, tgids, start, offset);
   if (!options.trace_path.empty())
     writer = std::make_unique<trace::TraceWriter>(options.trace_path, trace::to_json(result.header));
+  if (options.on_start) {
+    try {
+      options.on_start(result.header);
+    } catch (...) {
+      if (writer) { writer.reset(); unlink(options.trace_path.c_str()); }
+      throw;
+    }
+  }
   std::shared_ptr<ProbeSession> session_owner;
   const OwnUsage usage_before_attach = own_usage();
   const uint64_t attach_begin = host::monotonic_now_ns();
@@ -252,7 +254,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   // children keeps the right to attach probes to the new processes, and so does a probe that
   // attaches later (the GIL's uprobe for a Python not learned yet) until it no longer may.
   if (auto note = yield_to_target(); !note.empty()) result.warnings.push_back(note);
-  bool attach_caps_kept = options.children || session.attaches_later();
+  bool attach_caps_kept = options.children || options.keep_running || session.attaches_later();
   if (auto note = drop_capabilities(attach_caps_kept); !note.empty()) result.warnings.push_back(note);
   // Loading parsed the kernel's BTF and ten objects on several threads; glibc keeps what they
   // freed in its heaps. Hand it back: the agent left on a server maps only what it uses (on a
@@ -288,10 +290,13 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
       result.stop_reason = "duration";
       break;
     }
-    bool all_exited = true;
-    for (const auto& w : watches) all_exited = all_exited && w.exited();
-    if (all_exited) { result.stop_reason = "target-exit"; break; }
-    if (attach_caps_kept && !options.children && !session.attaches_later()) {
+    if (!options.keep_running) {
+      bool all_exited = true;
+      for (const auto& w : watches) all_exited = all_exited && w.exited();
+      if (all_exited) { result.stop_reason = "target-exit"; break; }
+    }
+    if (options.on_wake) options.on_wake(session, now);
+    if (attach_caps_kept && !options.children && !options.keep_running && !session.attaches_later()) {
       if (auto note = drop_capabilities(false); !note.empty()) result.warnings.push_back(note);
       attach_caps_kept = false;
     }

@@ -17,6 +17,8 @@ struct ld_hdr;
 
 namespace ld::probes {
 
+class ProbeSession;
+
 struct RecordOptions {
   std::vector<int> pids;
   bool children = false;
@@ -41,9 +43,21 @@ struct RecordOptions {
   // The host's facts (sysctls, governor, the target's cgroup limits: audit/host_audit.hpp) for
   // the trace header, read for the first pid once it is validated; none when empty.
   std::function<nlohmann::json(int pid)> host_facts;
-};
 
-class ProbeSession;
+  // A recording that outlives its targets (serve): it runs until SIGINT/SIGTERM (or
+  // duration_ms when set) whatever the targets do, since new ones come through `on_wake`,
+  // and the capabilities to attach are kept for them (the GIL's uprobe on a new Python).
+  bool keep_running = false;
+  // Called once, before the first probe attaches, with the header the trace would get: a
+  // caller that writes its own files (serve's flight recorder) opens them here, so that they
+  // hold every record the sink sees, as the trace of `record` does.
+  std::function<void(const trace::TraceHeader& header)> on_start;
+  // Called on the recording thread at each wake-up, after the ring is drained (every read
+  // interval, sooner when events pile up or a signal comes): the caller adds targets, cuts
+  // analysis windows, rotates its files. `now` is CLOCK_MONOTONIC ns. Keep it short: the ring
+  // is not read meanwhile.
+  std::function<void(ProbeSession& session, uint64_t now)> on_wake;
+};
 
 struct RecordResult {
   // Still attached but drained and counted. Detaching tracepoints waits for RCU grace periods
@@ -67,5 +81,13 @@ RecordResult record(const RecordOptions& options, const LiveSink& live,
 // SIGINT/SIGTERM stop a recording gracefully (the report is still produced).
 void install_stop_signals();
 bool stop_requested();
+
+// The agent's own CPU (user + system, all its threads, in ms) and peak RSS (MiB) so far.
+struct OwnUsage {
+  double cpu_ms = 0;
+  uint64_t voluntary_switches = 0;  // blocking waits that ended: wake-ups
+  double max_rss_mib = 0;
+};
+OwnUsage own_usage();
 
 }  // namespace ld::probes
