@@ -9,17 +9,24 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 namespace ld::probes {
+
+// Lines are summed in 64 bits from deltas the table (bytes copied from the target) chooses: a
+// corrupt or truncated table must not overflow; a sum out of int's range has no line (-1).
+inline int line_or_none(int64_t line) {
+  return line < 0 || line > std::numeric_limits<int>::max() ? -1 : static_cast<int>(line);
+}
 
 // 3.10 (PEP 626's co_linetable): pairs of (unsigned byte delta, signed line delta); a line
 // delta of -128 means "no line"; a zero line delta only extends the previous range. `byte_offset`
 // is f_lasti * 2 (f_lasti counts 2-byte code units).
 inline int python310_line(int firstlineno, const uint8_t* table, size_t len, int64_t byte_offset) {
   if (byte_offset < 0) return firstlineno;
-  int line = firstlineno;
+  int64_t line = firstlineno;
   int64_t start = 0, end = 0;
-  int range_line = -1;
+  int64_t range_line = -1;
   for (size_t i = 0; i + 1 < len; i += 2) {
     const uint8_t sdelta = table[i];
     const int8_t ldelta = static_cast<int8_t>(table[i + 1]);
@@ -31,7 +38,7 @@ inline int python310_line(int firstlineno, const uint8_t* table, size_t len, int
       line += ldelta;
       range_line = line;
     }
-    if (byte_offset >= start && byte_offset < end) return range_line;
+    if (byte_offset >= start && byte_offset < end) return range_line < 0 ? -1 : line_or_none(range_line);
   }
   return -1;
 }
@@ -57,7 +64,7 @@ inline int python311_line(int firstlineno, const uint8_t* table, size_t len, int
     const uint32_t u = varint();
     return (u & 1) ? -int32_t(u >> 1) : int32_t(u >> 1);
   };
-  int line = firstlineno;
+  int64_t line = firstlineno;
   int64_t start = 0;
   while (i < len) {
     const uint8_t first = table[i++];
@@ -80,7 +87,7 @@ inline int python311_line(int firstlineno, const uint8_t* table, size_t len, int
     } else {
       i += 1;  // column byte
     }
-    if (instr >= start && instr < start + length) return has_line ? line : -1;
+    if (instr >= start && instr < start + length) return has_line ? line_or_none(line) : -1;
     start += length;
   }
   return -1;
