@@ -136,6 +136,7 @@ static __always_inline void ld_bench_sched_agg(struct ld_bench_loop *l, __u64 se
 	e->runnable_ns = (r >> 24) & 0xfffff;
 	e->blocked_count = (r >> 44) & 0x3ff;
 	e->runnable_count = (r >> 54) & 0x3ff;
+	__builtin_memset(e->wakers, 0, sizeof(e->wakers));
 	ld_commit(LD_PROBE_BENCH, e);
 }
 

@@ -23,7 +23,8 @@
  * meaning, or an enum value that a record carries; then regenerate the golden
  * records trace (tests/unit/golden_records_test.cpp says how) in the same
  * change. */
-#define LD_RECORD_LAYOUT_VERSION 2  /* 2: user-space frames (ld_cpu_frames, ld_ustack, ld_pystack) */
+#define LD_RECORD_LAYOUT_VERSION 3  /* 2: user-space frames (ld_cpu_frames, ld_ustack, ld_pystack)
+                                     3: ld_sched_agg names the wakers of its short waits */
 
 #ifndef __VMLINUX_H__
 #include <stdint.h>
@@ -231,6 +232,19 @@ struct ld_offcpu {
  * thread's next switch-in once the period (100 ms) is over, at its exit, and by
  * user space at the end of a recording.  hdr.tid = the thread.  Every slice
  * below the threshold is in exactly one record. */
+#define LD_AGG_WAKERS 2
+
+/* A thread that ended short waits of the aggregated thread: the first
+ * LD_AGG_WAKERS distinct wakers of a period, each with its exact share (the
+ * rest is blocked_count/blocked_ns minus theirs).  tid 0 = empty slot. */
+struct ld_agg_waker {
+	ld_u32 tid;
+	ld_u32 tgid;
+	ld_u32 count;           /* short blocked slices this thread ended */
+	ld_u32 _pad;
+	ld_u64 blocked_ns;      /* their blocked time (switch-out to wake-up) */
+};
+
 struct ld_sched_agg {
 	struct ld_hdr hdr;      /* hdr.ts_ns = end of the aggregation period */
 	ld_u64 period_start_ns;
@@ -238,6 +252,11 @@ struct ld_sched_agg {
 	ld_u64 runnable_ns;
 	ld_u32 blocked_count;
 	ld_u32 runnable_count;
+	/* Layout 3 on: who woke the short blocked slices.  Without it a thread
+	 * that waits well under a millisecond for each token (llama-server's
+	 * HTTP threads on a condition variable) shows no producer at all.  A
+	 * layout-2 record ends before this field. */
+	struct ld_agg_waker wakers[LD_AGG_WAKERS];
 };
 
 struct ld_migrate {
@@ -617,9 +636,12 @@ LD_AT(ld_offcpu, waker_tgid, 68); LD_AT(ld_offcpu, holder_tid, 72);
 LD_AT(ld_offcpu, holder_tgid, 76); LD_AT(ld_offcpu, off_cpu, 80); LD_AT(ld_offcpu, on_cpu, 84);
 LD_AT(ld_offcpu, syscall_nr, 88); LD_AT(ld_offcpu, flags, 92); LD_AT(ld_offcpu, waker_comm, 96);
 LD_AT(ld_offcpu, holder_comm, 112);
-LD_SIZE(ld_sched_agg, 56); LD_AT(ld_sched_agg, hdr, 0); LD_AT(ld_sched_agg, period_start_ns, 24);
+LD_SIZE(ld_sched_agg, 104); LD_AT(ld_sched_agg, hdr, 0); LD_AT(ld_sched_agg, period_start_ns, 24);
 LD_AT(ld_sched_agg, blocked_ns, 32); LD_AT(ld_sched_agg, runnable_ns, 40);
 LD_AT(ld_sched_agg, blocked_count, 48); LD_AT(ld_sched_agg, runnable_count, 52);
+LD_AT(ld_sched_agg, wakers, 56);
+LD_SIZE(ld_agg_waker, 24); LD_AT(ld_agg_waker, tid, 0); LD_AT(ld_agg_waker, tgid, 4);
+LD_AT(ld_agg_waker, count, 8); LD_AT(ld_agg_waker, blocked_ns, 16);
 LD_SIZE(ld_migrate, 32); LD_AT(ld_migrate, hdr, 0); LD_AT(ld_migrate, orig_cpu, 24);
 LD_AT(ld_migrate, dest_cpu, 28);
 LD_SIZE(ld_cpu_sample, 40); LD_AT(ld_cpu_sample, hdr, 0); LD_AT(ld_cpu_sample, kstack_id, 24);

@@ -158,12 +158,38 @@ static __always_inline void ld_flush_agg(struct ld_sched_thread *st, __u32 tid, 
 	e->runnable_ns = st->runnable_ns;
 	e->blocked_count = st->blocked_count;
 	e->runnable_count = st->runnable_count;
+	__builtin_memcpy(e->wakers, st->agg_wakers, sizeof(e->wakers));
 	ld_commit(LD_PROBE_SCHED, e);
 	st->period_start_ns = now;
 	st->blocked_ns = 0;
 	st->runnable_ns = 0;
 	st->blocked_count = 0;
 	st->runnable_count = 0;
+	__builtin_memset(st->agg_wakers, 0, sizeof(st->agg_wakers));
+}
+
+/* Counts a short blocked slice against its waker: the first LD_AGG_WAKERS
+ * distinct wakers of the period keep exact sums, later ones only the totals.
+ * A wake-up not seen (before attach) or from an interrupt on an idle CPU has
+ * no waker (tid 0). */
+static __always_inline void ld_count_agg_waker(struct ld_sched_thread *st, __u64 blocked_ns)
+{
+	struct ld_agg_waker *w;
+	int i;
+
+	if (!st->waker_tid)
+		return;
+#pragma unroll
+	for (i = 0; i < LD_AGG_WAKERS; i++) {
+		w = &st->agg_wakers[i];
+		if (w->tid && w->tid != st->waker_tid)
+			continue;
+		w->tid = st->waker_tid;
+		w->tgid = st->waker_tgid;
+		w->count++;
+		w->blocked_ns += blocked_ns;
+		return;
+	}
 }
 
 /* The kernel stack of the current (= prev) task for a block in `syscall_nr`:
@@ -254,6 +280,7 @@ static __always_inline void ld_close_interval(struct ld_sched_thread *st, bool h
 		st->blocked_ns += ready - st->off_ns;
 		st->runnable_ns += on_ns - ready;
 		st->blocked_count++;
+		ld_count_agg_waker(st, ready - st->off_ns);
 	} else {
 		st->runnable_ns += on_ns - st->off_ns;
 		st->runnable_count++;

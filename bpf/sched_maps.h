@@ -39,4 +39,5 @@ struct ld_sched_thread {
 	ld_u32 runnable_count;
 	ld_u32 tgid;             /* for the flush from user space */
 	ld_u32 _pad;
+	struct ld_agg_waker agg_wakers[LD_AGG_WAKERS]; /* who ended the short blocked slices */
 };

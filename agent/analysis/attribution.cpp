@@ -183,6 +183,29 @@ void Attributor::learn_handoffs(uint32_t tid, uint64_t a, uint64_t b, uint64_t g
     if (!it->preempted && it->waker_tid != 0 && it->waker_tid != tid && traced(it->waker_tid, it->waker_tgid) &&
         !is_gil_block(*t, *it))
       h.wakes[it->waker_tid]++;
+  // Waits under the sched probe's itemising threshold come summed, with the wakers that ended
+  // them: a thread that waits a fraction of a millisecond for each token (llama-server's HTTP
+  // threads at sub-millisecond TPOT) is learned from these alone. A period in which the thread
+  // also waited for the GIL is left out: its wakers may be GIL peers handing over.
+  Cursors& cur = cursors_[t->index];
+  for_overlapping(t->aggs, cur.aggs, t->longest.aggs, a, b, [](const SchedAgg& g) { return g.start_ns; },
+                  [](const SchedAgg& g) { return g.end_ns; }, [&](const SchedAgg& g) {
+                    if (waited_for_gil(*t, g.start_ns, g.end_ns)) return;
+                    for (const SchedAgg::Waker& w : g.wakers)
+                      if (w.tid != 0 && w.tid != tid && traced(w.tid, w.tgid)) h.wakes[w.tid] += w.count;
+                  });
+}
+
+bool Attributor::waited_for_gil(const ThreadEvidence& t, uint64_t a, uint64_t b) const {
+  bool waited = false;
+  for_overlapping(t.gil_waits, cursors_[t.index].gil_waits, t.longest.gil_waits, a, b,
+                  [](const GilWait& g) { return g.start_ns; }, [](const GilWait& g) { return g.end_ns; },
+                  [&](const GilWait&) { waited = true; });
+  if (waited) return true;
+  for_overlapping(t.syscalls, cursors_[t.index].syscalls, t.longest.syscalls, a, b,
+                  [](const Syscall& s) { return s.start_ns; }, [](const Syscall& s) { return s.end_ns; },
+                  [&](const Syscall& s) { waited = waited || (is_futex_kind(s.kind) && store_.is_gil_address(t.tgid, s.arg0)); });
+  return waited;
 }
 
 bool Attributor::is_gil_block(const ThreadEvidence& t, const OffCpu& off) const {

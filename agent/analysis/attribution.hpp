@@ -100,6 +100,8 @@ class Attributor {
     size_t cgroup_before = 0, cgroup_after = 0;  // into the store's cgroup samples
   };
 
+  // Whether t waited for the GIL in [a, b] (the GIL probe's waits, or futex calls on a GIL).
+  bool waited_for_gil(const ThreadEvidence& t, uint64_t a, uint64_t b) const;
   void walk(uint32_t tid, uint64_t a, uint64_t b, Cause running_as, int depth, WindowAccount& acc) const;
   void charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b, Cause running_as, int depth,
                       WindowAccount& acc) const;

@@ -1,6 +1,7 @@
 #include "analysis/evidence.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "analysis/record_view.hpp"
@@ -151,9 +152,14 @@ bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
       break;
     }
     case LD_EV_SCHED_AGG: {
-      auto* e = record_as<ld_sched_agg>(rec, size);
-      if (!e) return false;
-      thread_of(rec).aggs.push_back({e->period_start_ns, rec.ts_ns, e->blocked_ns, e->runnable_ns});
+      // Layout 2 ended before the wakers: read what the record holds.
+      if (size < offsetof(ld_sched_agg, wakers)) return false;
+      auto* e = reinterpret_cast<const ld_sched_agg*>(&rec);
+      SchedAgg agg{e->period_start_ns, rec.ts_ns, e->blocked_ns, e->runnable_ns};
+      if (size >= sizeof(ld_sched_agg))
+        for (size_t i = 0; i < agg.wakers.size() && i < LD_AGG_WAKERS; ++i)
+          agg.wakers[i] = {e->wakers[i].tid, e->wakers[i].tgid, e->wakers[i].count};
+      thread_of(rec).aggs.push_back(agg);
       has_sched_ = true;
       break;
     }

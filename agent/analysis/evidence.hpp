@@ -40,6 +40,12 @@ struct OffCpu {
 struct SchedAgg {
   uint64_t start_ns = 0, end_ns = 0;
   uint64_t blocked_ns = 0, runnable_ns = 0;
+  // Who ended the period's short blocked slices (the first two distinct wakers; tid 0 = none;
+  // traces of record layout 2 carry none).
+  struct Waker {
+    uint32_t tid = 0, tgid = 0, count = 0;
+  };
+  std::array<Waker, 2> wakers{};
 };
 
 struct Syscall {

@@ -168,6 +168,7 @@ class SchedProbe : public Probe {
       rec.runnable_ns = st.runnable_ns;
       rec.blocked_count = st.blocked_count;
       rec.runnable_count = st.runnable_count;
+      std::memcpy(rec.wakers, st.agg_wakers, sizeof(rec.wakers));
       emit(rec.hdr, sizeof(rec));
       user_records_++;
     }

@@ -285,5 +285,44 @@ TEST_F(SchedProbe, ShortSleepsAreSummed) {
   EXPECT_LT(double(blocked_ns), slept * 1.05);
 }
 
+// 1000 condition-variable waits of ~300 us, each ended by the producer thread: summed, and
+// the sums name the producer as the waker of (nearly) all of them, with their blocked time.
+TEST_F(SchedProbe, ShortWaitsAreSummedWithTheirWaker) {
+  Child wl({workload_path("sched_short_handoffs")});
+  Recorded rec = record(wl);
+  auto f = parse_fields(wl.out());
+  ASSERT_TRUE(f.count("consumer") && f.count("producer") && f.count("handoffs")) << wl.out();
+  const uint32_t consumer = f["consumer"], producer = f["producer"];
+
+  uint64_t summed = 0, summed_ns = 0, by_producer = 0, by_producer_ns = 0;
+  for (const auto& a : rec.of_type<ld_sched_agg>(LD_EV_SCHED_AGG)) {
+    if (a.hdr.tid != consumer) continue;
+    summed += a.blocked_count;
+    summed_ns += a.blocked_ns;
+    uint64_t named = 0;
+    for (const ld_agg_waker& w : a.wakers) {
+      named += w.count;
+      if (w.tid == 0) {
+        EXPECT_EQ(w.count, 0u) << "an empty slot counts nothing";
+        continue;
+      }
+      EXPECT_EQ(w.tgid, uint32_t(wl.pid())) << "wakers of this test are its own threads";
+      if (w.tid != producer) continue;
+      by_producer += w.count;
+      by_producer_ns += w.blocked_ns;
+    }
+    EXPECT_LE(named, a.blocked_count);
+  }
+  std::printf("consumer blocked %llu times summed (%.1f ms), %llu of them woken by the producer (%.1f ms)\n",
+              (unsigned long long)summed, double(summed_ns) / kMs, (unsigned long long)by_producer,
+              double(by_producer_ns) / kMs);
+  // Most hand-overs block the consumer (it waits before the producer is done); a loaded CI
+  // host can stretch a few waits past 1 ms (itemised, not summed).
+  EXPECT_GE(double(summed), 0.5 * double(f["handoffs"]));
+  EXPECT_GE(double(by_producer), 0.9 * double(summed));
+  EXPECT_LE(by_producer_ns, summed_ns);
+  EXPECT_GT(by_producer_ns, 0u);
+}
+
 }  // namespace
 }  // namespace ld::test

@@ -1,6 +1,7 @@
 // Attribution on synthetic event streams: each accounting path of the walk, the wake-up chain
 // across processes, outlier detection, the TTFT fit and periodicity.
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -268,6 +269,84 @@ TEST(Attribution, AFutexWaitWithoutAnOffCpuRecordIsNotCompute) {
   const WindowAccount acc = Attributor(store, {100}).account(100, 0, 350 * kMs);
   EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kLockContention), 300);
   EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCompute), 50);
+}
+
+// llama-server at sub-millisecond TPOT: an HTTP thread (101) waits ~0.4 ms per token on a
+// condition variable that the main loop (102) signals. Every wait is under the sched probe's
+// itemising threshold, so the only record of who ended them is the period's summed wakers.
+namespace {
+void short_handoffs(EvidenceStore& store, uint32_t waker_tid, bool gil_wait_in_period) {
+  for (uint64_t t = 0; t < 100; ++t)  // 100 tokens, 1 ms apart: 0.4 ms wait, 0.6 ms running
+    syscall(store, 100, 101, LD_SYS_FUTEX_WAIT, t * kMs, t * kMs + 400'000, 0x2000);
+  auto agg = record<ld_sched_agg>(LD_EV_SCHED_AGG, 100, 101, 100 * kMs);
+  agg.period_start_ns = 0;
+  agg.blocked_ns = 40 * kMs;
+  agg.blocked_count = 100;
+  agg.wakers[0] = {waker_tid, 100, 95, 0, 38 * kMs};
+  agg.wakers[1] = {0, 0, 0, 0, 0};  // 5 waits woken by an interrupt on an idle CPU
+  add(store, agg);
+  if (gil_wait_in_period) {
+    auto g = record<ld_gil_wait>(LD_EV_GIL_WAIT, 100, 101, 50 * kMs);
+    g.start_ns = 49 * kMs;
+    g.dur_ns = 1 * kMs;
+    g.count = 1;
+    add(store, g);
+  }
+  // The main loop computes the whole time (no off-CPU record: it never blocked).
+  auto other = record<ld_sched_agg>(LD_EV_SCHED_AGG, 100, 102, 100 * kMs);
+  other.period_start_ns = 0;
+  add(store, other);
+  store.finish();
+}
+}  // namespace
+
+TEST(Attribution, ShortWaitsWokenByOneThreadLearnItAsTheProducer) {
+  EvidenceStore store;
+  short_handoffs(store, 102, false);
+  Attributor attributor(store, {100});
+  attributor.learn_handoffs(101, 0, 100 * kMs, 100);
+  attributor.finish_learning();
+  EXPECT_TRUE(attributor.is_producer(101, 102));
+  EXPECT_EQ(attributor.main_producer(101), 102u);
+  const WindowAccount acc = attributor.account(101, 10 * kMs, 11 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCompute), 1);  // the wait is the main loop's compute
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kLockContention), 0);
+}
+
+TEST(Attribution, ShortWaitsWithoutAKnownWakerStayLockContention) {
+  EvidenceStore store;
+  short_handoffs(store, 0, false);  // a layout-2 trace: no wakers in its sums
+  Attributor attributor(store, {100});
+  attributor.learn_handoffs(101, 0, 100 * kMs, 100);
+  attributor.finish_learning();
+  EXPECT_EQ(attributor.main_producer(101), 0u);
+  EXPECT_DOUBLE_EQ(ms_of(attributor.account(101, 10 * kMs, 11 * kMs), Cause::kLockContention), 0.4);
+}
+
+TEST(Attribution, ShortWaitsOfAPeriodWithGilWaitsTeachNoProducer) {
+  // GIL peers wake each other at every hand-over: not a producer handing tokens over.
+  EvidenceStore store;
+  short_handoffs(store, 102, true);
+  Attributor attributor(store, {100});
+  attributor.learn_handoffs(101, 0, 100 * kMs, 100);
+  attributor.finish_learning();
+  EXPECT_FALSE(attributor.is_producer(101, 102));
+}
+
+TEST(Attribution, ASchedSumOfRecordLayoutTwoStillReads) {
+  // Traces recorded before the sums named their wakers end the record after runnable_count.
+  EvidenceStore store;
+  auto agg = record<ld_sched_agg>(LD_EV_SCHED_AGG, 100, 101, 100 * kMs);
+  agg.hdr.size = offsetof(ld_sched_agg, wakers);
+  agg.runnable_ns = 10 * kMs;
+  agg.wakers[0] = {102, 100, 9, 0, 1};  // beyond the record's size: must not be read
+  ASSERT_TRUE(store.add(agg.hdr, offsetof(ld_sched_agg, wakers)));
+  EXPECT_FALSE(store.add(agg.hdr, offsetof(ld_sched_agg, wakers) - 1));
+  store.finish();
+  ASSERT_NE(store.thread(101), nullptr);
+  ASSERT_EQ(store.thread(101)->aggs.size(), 1u);
+  EXPECT_EQ(store.thread(101)->aggs[0].runnable_ns, 10 * kMs);
+  EXPECT_EQ(store.thread(101)->aggs[0].wakers[0].tid, 0u);
 }
 
 TEST(Attribution, KernelStacksSayWhatTheCpuDid) {

@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "analysis/evidence.hpp"
 #include "events.h"
 #include "trace/trace_file.hpp"
 
@@ -121,6 +122,8 @@ ld_sched_agg sched_agg() {
   r.runnable_ns = 0x0a90000000000503ULL;
   r.blocked_count = 0xb0000504;
   r.runnable_count = 0xb0000505;
+  r.wakers[0] = {0x506, 0x507, 0xb0000508, 0, 0x0a90000000000509ULL};
+  r.wakers[1] = {0x50a, 0x50b, 0xb000050c, 0, 0x0a9000000000050dULL};
   return r;
 }
 
@@ -438,6 +441,9 @@ void check(const ld_sched_agg& got, const ld_sched_agg& want) {
   check_hdr(got.hdr, want.hdr);
   FIELD(period_start_ns); FIELD(blocked_ns); FIELD(runnable_ns); FIELD(blocked_count);
   FIELD(runnable_count);
+  for (int i = 0; i < LD_AGG_WAKERS; ++i) {
+    FIELD(wakers[i].tid); FIELD(wakers[i].tgid); FIELD(wakers[i].count); FIELD(wakers[i].blocked_ns);
+  }
 }
 void check(const ld_migrate& got, const ld_migrate& want) {
   check_hdr(got.hdr, want.hdr);
@@ -614,6 +620,42 @@ TEST(GoldenRecords, CoverEveryRecordType) {
   EXPECT_EQ(types, every);
   // Each record says its own size, and the sizes are the layouts' (bpf/events.h's checks).
   for (const Bytes& r : golden_records()) EXPECT_EQ(as<ld_hdr>(r).size, r.size());
+}
+
+// Traces written with the previous record layout stay readable: the fixture of layout 2 (kept
+// as it was when layout 3 appended the wakers to ld_sched_agg) goes through the analysis's
+// evidence store record by record, and its short sums read with no wakers.
+TEST(GoldenRecords, ATraceOfTheLayoutBeforeStillAnalyses) {
+  std::vector<Bytes> records;
+  const auto summary = ld::trace::read_trace((kFixture.parent_path() / "all_records_layout2.ldtrace").string(),
+                                             [&](const ld_hdr& rec) {
+                                               const auto* p = reinterpret_cast<const uint8_t*>(&rec);
+                                               records.emplace_back(p, p + rec.size);
+                                             });
+  EXPECT_EQ(summary.header.value("record_layout_version", 0), 2);
+  ASSERT_EQ(records.size(), 24u);
+  // Each record is taken as evidence (or left to the timeline) as its current-layout twin is.
+  ld::analysis::EvidenceStore store, current;
+  ld::trace::ReadSummary current_summary;
+  const std::vector<Bytes> now = read_fixture(&current_summary);
+  ASSERT_EQ(now.size(), records.size());
+  // add() reads the whole record behind the header: pass it in place, not a copy of the header.
+  auto in_place = [](const Bytes& r) -> const ld_hdr& { return *reinterpret_cast<const ld_hdr*>(r.data()); };
+  for (size_t i = 0; i < records.size(); ++i)
+    EXPECT_EQ(store.add(in_place(records[i]), records[i].size()), current.add(in_place(now[i]), now[i].size()))
+        << "record type " << in_place(records[i]).type;
+  store.finish();
+  current.finish();
+  const uint32_t tid = sched_agg().hdr.tid;
+  const auto *t = store.thread(tid), *t_now = current.thread(tid);
+  ASSERT_NE(t, nullptr);
+  ASSERT_NE(t_now, nullptr);
+  ASSERT_EQ(t->aggs.size(), 1u);
+  ASSERT_EQ(t_now->aggs.size(), 1u);
+  EXPECT_EQ(t->aggs[0].blocked_ns, t_now->aggs[0].blocked_ns);
+  EXPECT_EQ(t->aggs[0].runnable_ns, t_now->aggs[0].runnable_ns);
+  EXPECT_EQ(t->aggs[0].wakers[0].tid, 0u);
+  EXPECT_EQ(t_now->aggs[0].wakers[0].tid, sched_agg().wakers[0].tid);
 }
 
 // The generator (disabled: run it only with a LD_RECORD_LAYOUT_VERSION bump; see the top).
