@@ -197,11 +197,8 @@ void Attributor::learn_handoffs(uint32_t tid, uint64_t a, uint64_t b, uint64_t g
 }
 
 bool Attributor::waited_for_gil(const ThreadEvidence& t, uint64_t a, uint64_t b) const {
+  if (gil_wait_ns(t, a, b).second > 0) return true;
   bool waited = false;
-  for_overlapping(t.gil_waits, cursors_[t.index].gil_waits, t.longest.gil_waits, a, b,
-                  [](const GilWait& g) { return g.start_ns; }, [](const GilWait& g) { return g.end_ns; },
-                  [&](const GilWait&) { waited = true; });
-  if (waited) return true;
   for_overlapping(t.syscalls, cursors_[t.index].syscalls, t.longest.syscalls, a, b,
                   [](const Syscall& s) { return s.start_ns; }, [](const Syscall& s) { return s.end_ns; },
                   [&](const Syscall& s) { waited = waited || (is_futex_kind(s.kind) && store_.is_gil_address(t.tgid, s.arg0)); });
@@ -210,29 +207,53 @@ bool Attributor::waited_for_gil(const ThreadEvidence& t, uint64_t a, uint64_t b)
 
 bool Attributor::is_gil_block(const ThreadEvidence& t, const OffCpu& off) const {
   // Threads that take turns on the GIL wake each other at every hand-over: that is contention
-  // between peers, not a producer handing a token over. The same test as charge_blocked's: the
-  // futex call's address is the GIL's, or the GIL probe's waits cover most of a futex block.
+  // between peers, not a producer handing a token over. The same test as charge_blocked's.
   if (t.gil_waits.empty() && t.syscalls.empty()) return false;
   const uint64_t a = off.off_ns, b = std::max(off.wake_ns, off.off_ns);
   if (b <= a) return false;
-  Cursors& cur = cursors_[t.index];
-  const Syscall* call = nullptr;
-  uint64_t call_overlap = 0, gil_ns = 0;
-  for_overlapping(t.syscalls, cur.syscalls, t.longest.syscalls, a, b, [](const Syscall& s) { return s.start_ns; },
-                  [](const Syscall& s) { return s.end_ns; }, [&](const Syscall& s) {
-                    if (const uint64_t o = overlap(a, b, s.start_ns, s.end_ns); o > call_overlap) { call = &s; call_overlap = o; }
-                  });
-  if (call && is_futex_kind(call->kind)) return store_.is_gil_address(t.tgid, call->arg0);
-  for_overlapping(t.gil_waits, cur.gil_waits, t.longest.gil_waits, a, b, [](const GilWait& g) { return g.start_ns; },
-                  [](const GilWait& g) { return g.end_ns; }, [&](const GilWait& g) {
+  return is_gil_wait(t, off, longest_call(t, a, b), gil_wait_ns(t, a, b).first, b - a);
+}
+
+std::pair<uint64_t, double> Attributor::gil_wait_ns(const ThreadEvidence& t, uint64_t a, uint64_t b) const {
+  uint64_t ns = 0;
+  double waits = 0;
+  for_overlapping(t.gil_waits, cursors_[t.index].gil_waits, t.longest.gil_waits, a, b,
+                  [](const GilWait& g) { return g.start_ns; }, [](const GilWait& g) { return g.end_ns; },
+                  [&](const GilWait& g) {
+                    // A record of summed short waits spans up to a second of them, with work
+                    // and sleeps between: only its waits' share of the overlap is GIL time.
                     const uint64_t o = overlap(a, b, g.start_ns, g.end_ns), span = g.end_ns - g.start_ns;
-                    gil_ns += g.count > 1 && span > g.dur_ns
-                                  ? static_cast<uint64_t>(static_cast<double>(o) * static_cast<double>(g.dur_ns) /
-                                                          static_cast<double>(span))
-                                  : o;
+                    ns += g.count > 1 && span > g.dur_ns
+                              ? static_cast<uint64_t>(static_cast<double>(o) * static_cast<double>(g.dur_ns) /
+                                                      static_cast<double>(span))
+                              : o;
+                    waits += g.count;
                   });
+  return {ns, waits};
+}
+
+const Syscall* Attributor::longest_call(const ThreadEvidence& t, uint64_t a, uint64_t b) const {
+  const Syscall* call = nullptr;
+  uint64_t call_overlap = 0;
+  for_overlapping(t.syscalls, cursors_[t.index].syscalls, t.longest.syscalls, a, b,
+                  [](const Syscall& s) { return s.start_ns; }, [](const Syscall& s) { return s.end_ns; },
+                  [&](const Syscall& s) {
+                    if (const uint64_t o = overlap(a, b, s.start_ns, s.end_ns); o > call_overlap) {
+                      call = &s;
+                      call_overlap = o;
+                    }
+                  });
+  return call;
+}
+
+bool Attributor::is_gil_wait(const ThreadEvidence& t, const OffCpu& off, const Syscall* call, uint64_t gil_ns,
+                             uint64_t len) const {
+  // A GIL wait is a futex wait: the wait's own address decides when the futex probe timed it;
+  // else the GIL probe's waits must cover most of a block made in futex (a sleep or a read
+  // between two GIL waits is not one).
+  if (call && is_futex_kind(call->kind)) return store_.is_gil_address(t.tgid, call->arg0);
   const bool in_futex = off.syscall_nr == ~0u || cause_of_blocking_syscall(off.syscall_nr) == Cause::kLockContention;
-  return in_futex && 2 * gil_ns >= b - a;
+  return in_futex && 2 * gil_ns >= len;
 }
 
 void Attributor::finish_learning() {
@@ -272,11 +293,7 @@ uint32_t Attributor::producer_that_ended(const ThreadEvidence& t, const OffCpu& 
   const OffCpu* first = t.offcpu.data();
   const size_t at = static_cast<size_t>(&off - first);
   if (at >= t.offcpu.size()) return main_producer(t.tid);
-  for (size_t i = at + 1; i < t.offcpu.size() && i <= at + kHandoffLookAhead && first[i].off_ns < until; ++i) {
-    const OffCpu& next = first[i];
-    if (!next.preempted && next.waker_tid != 0 && next.waker_tid != t.tid && is_producer(t.tid, next.waker_tid))
-      return next.waker_tid;
-  }
+  if (const uint32_t next = next_waker(t, off, until, [&](const OffCpu& o) { return is_producer(t.tid, o.waker_tid); })) return next;
   if (const uint32_t main = main_producer(t.tid)) return main;
   // None in the window (every wait in it ran out: the producer held the GIL throughout, and
   // only timers woke the thread): the producer of the last hand-off before it.
@@ -289,11 +306,18 @@ uint32_t Attributor::producer_that_ended(const ThreadEvidence& t, const OffCpu& 
 }
 
 uint32_t Attributor::next_server_waker(const ThreadEvidence& t, const OffCpu& off, uint64_t until) const {
+  return next_waker(t, off, until, [&](const OffCpu& o) { return traced(o.waker_tid, o.waker_tgid); });
+}
+
+template <class Pred>
+uint32_t Attributor::next_waker(const ThreadEvidence& t, const OffCpu& off, uint64_t until, Pred wanted) const {
+  // The first of the thread's next few waits (starting before `until`) that another thread
+  // ended and that `wanted` accepts: preemptions and self-wakes are not hand-offs.
   const OffCpu* first = t.offcpu.data();
   const size_t at = static_cast<size_t>(&off - first);
   for (size_t i = at + 1; i < t.offcpu.size() && i <= at + kHandoffLookAhead && first[i].off_ns < until; ++i) {
     const OffCpu& next = first[i];
-    if (!next.preempted && next.waker_tid != 0 && next.waker_tid != t.tid && traced(next.waker_tid, next.waker_tgid))
+    if (!next.preempted && next.waker_tid != 0 && next.waker_tid != t.tid && wanted(next))
       return next.waker_tid;
   }
   return 0;
@@ -639,28 +663,9 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
                                 uint64_t until, int depth, WindowAccount& acc) const {
   const uint64_t len = b - a;
   // 1. Timed evidence on this thread that covers the block.
-  uint64_t gil_ns = 0;
-  double gil_waits = 0;
+  const auto [gil_ns, gil_waits] = gil_wait_ns(t, a, b);
+  const Syscall* call = longest_call(t, a, b);
   Cursors& cur = cursors_[t.index];
-  for_overlapping(t.gil_waits, cur.gil_waits, t.longest.gil_waits, a, b, [](const GilWait& g) { return g.start_ns; },
-                  [](const GilWait& g) { return g.end_ns; }, [&](const GilWait& g) {
-                    // A record of summed short waits spans up to a second of them, with work
-                    // and sleeps between: only its waits' share of the overlap is GIL time.
-                    const uint64_t o = overlap(a, b, g.start_ns, g.end_ns);
-                    const uint64_t span = g.end_ns - g.start_ns;
-                    gil_ns += g.count > 1 && span > g.dur_ns
-                                  ? static_cast<uint64_t>(static_cast<double>(o) * static_cast<double>(g.dur_ns) /
-                                                          static_cast<double>(span))
-                                  : o;
-                    gil_waits += g.count;
-                  });
-  const Syscall* call = nullptr;
-  uint64_t call_overlap = 0;
-  for_overlapping(t.syscalls, cur.syscalls, t.longest.syscalls, a, b, [](const Syscall& s) { return s.start_ns; },
-                  [](const Syscall& s) { return s.end_ns; }, [&](const Syscall& s) {
-                    const uint64_t o = overlap(a, b, s.start_ns, s.end_ns);
-                    if (o > call_overlap) { call = &s; call_overlap = o; }
-                  });
   bool in_reclaim = false;
   for_overlapping(t.reclaims, cur.reclaims, t.longest.reclaims, a, b, [](const Reclaim& r) { return r.start_ns; },
                   [](const Reclaim& r) { return r.end_ns; }, [&](const Reclaim&) { in_reclaim = true; });
@@ -670,13 +675,7 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
   const bool ev = acc.with_evidence;
   Cause cause = Cause::kUnknown;
   nlohmann::json strings;
-  // A GIL wait is a futex wait: the wait's own address decides when the futex probe timed it;
-  // else the GIL probe's waits must cover most of a block made in futex (a sleep or a read
-  // between two GIL waits is not one).
-  const bool in_futex = off.syscall_nr == ~0u || cause_of_blocking_syscall(off.syscall_nr) == Cause::kLockContention;
-  const bool gil_wait = call && is_futex_kind(call->kind) ? store_.is_gil_address(t.tgid, call->arg0)
-                                                          : in_futex && 2 * gil_ns >= len;
-  if (gil_wait) {
+  if (is_gil_wait(t, off, call, gil_ns, len)) {
     cause = Cause::kGil;
   } else if (in_reclaim) {
     cause = Cause::kSwapReclaim;

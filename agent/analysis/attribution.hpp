@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -102,6 +103,16 @@ class Attributor {
 
   // Whether t waited for the GIL in [a, b] (the GIL probe's waits, or futex calls on a GIL).
   bool waited_for_gil(const ThreadEvidence& t, uint64_t a, uint64_t b) const;
+  // The GIL probe's wait time in [a, b] and how many waits it holds.
+  std::pair<uint64_t, double> gil_wait_ns(const ThreadEvidence& t, uint64_t a, uint64_t b) const;
+  // The timed call that overlaps [a, b] most, or nullptr.
+  const Syscall* longest_call(const ThreadEvidence& t, uint64_t a, uint64_t b) const;
+  // Whether a block of `len` ns in `off` was a GIL wait, given the call covering most of it and
+  // the GIL probe's wait time in it.
+  bool is_gil_wait(const ThreadEvidence& t, const OffCpu& off, const Syscall* call, uint64_t gil_ns, uint64_t len) const;
+  // The waker of the first of t's next waits after `off` (before `until`) that `wanted` accepts.
+  template <class Pred>
+  uint32_t next_waker(const ThreadEvidence& t, const OffCpu& off, uint64_t until, Pred wanted) const;
   void walk(uint32_t tid, uint64_t a, uint64_t b, Cause running_as, int depth, WindowAccount& acc) const;
   void charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b, Cause running_as, int depth,
                       WindowAccount& acc) const;
