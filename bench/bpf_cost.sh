@@ -38,7 +38,11 @@ read -r tput p99 cpu < <(load "$work/tokens.jsonl" "$requests" 2)
 bpftool prog show -j >"$work/after.json"
 sysctl -qw kernel.bpf_stats_enabled="$stats_before"
 echo "load: $requests requests, $tput tokens/s, TPOT p99 $p99 ms, server CPU $cpu ms/token"
-python3 - "$work/before.json" "$work/after.json" "$(grep -c '"event": *"token"' "$work/tokens.jsonl" || true)" <<'PY'
+# The agent's report says how many records each probe wrote (the perf probe: its samples).
+kill -INT "$agent"
+wait "$agent" 2>/dev/null || true
+agent=""
+python3 - "$work/before.json" "$work/after.json" "$(grep -c '"event": *"token"' "$work/tokens.jsonl" || true)" "$work/agent.json" <<'PY'
 import json, sys
 before = {p["id"]: p for p in json.load(open(sys.argv[1]))}
 rows = []
@@ -57,4 +61,14 @@ per_token = f", {total / tokens / 1000:.2f} us per token ({tokens} tokens)" if t
 print(f"BPF run time over the load: {total / 1e6:.2f} ms{per_token}")
 for ns, runs, name, kind in rows:
     print(f"  {name:24s} {kind:15s} {runs:9d} runs {ns / 1e6:8.2f} ms {ns / runs:7.0f} ns/run")
+# Per perf sample: the tick program's whole time (ticks it skipped included) over the samples
+# it wrote, since attach (the samples of the second before the load and of the stop are in).
+try:
+    probes = {p["name"]: p for p in json.load(open(sys.argv[4])).get("probes", [])}
+except (OSError, ValueError):
+    probes = {}
+tick_ns = sum(ns for ns, _, name, _ in rows if name == "ld_perf_tick")
+samples = probes.get("perf", {}).get("events", 0)
+if samples and tick_ns:
+    print(f"perf: {samples} samples written, {tick_ns / samples:.0f} ns of ld_perf_tick per sample")
 PY
