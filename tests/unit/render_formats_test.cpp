@@ -88,7 +88,7 @@ Report sample_report() {
                                {{ld::model::Cause::kDiskIo, 300, 0.75, {{"syscall", "fsync"}, {"path", "/var/log/<app>.log"}}},
                                 {ld::model::Cause::kCompute, 60, 0.15, json::object()}}));
   r.outliers.push_back(outlier(r, "ttft", 2, 0, {{ld::model::Cause::kKvAlloc, 500, 0.55, {{"mmap_bytes", 1 << 30}}}}));
-  r.typical = {40, 1600, {{ld::model::Cause::kCompute, 1400, 0.875, json::object()}, {ld::model::Cause::kCpuContention, 100, 0.0625, json::object()}}, {}, 0};
+  r.typical = {40, 1600, {{ld::model::Cause::kCompute, 1400, 0.875, json::object()}, {ld::model::Cause::kCpuContention, 100, 0.0625, json::object()}}, {}, 0, {}, 0};
   r.ttft_fit = {true, "bytes", 5.0, 20.0, 0.93, 3};
   r.periodicity = {true, 60.0, 4, "pid 812 (prometheus) ran"};
   ld::model::Finding f;
