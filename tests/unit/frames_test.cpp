@@ -1,9 +1,11 @@
 // User-space frames: CPython's line tables decoded as the interpreters themselves do
 // (tests/data/frames/linetables.jsonl, written by linetables_gen.py under 3.10-3.13), the
 // frames of slow tokens against the typical token's from synthetic records, the finding's facts
-// and every format's frames section.
+// and every format's frames section; the outliers' folded stacks.
+#include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <numeric>
 #include <string>
 #include <variant>
 #include <vector>
@@ -128,7 +130,7 @@ struct Scenario {
 };
 
 template <class Slow, class Typical>
-void build(Scenario& s, Slow slow, Typical typical) {
+void build(Scenario& s, Slow slow, Typical typical, const ld::analysis::FrameOptions& options = {}) {
   ld::model::RequestRow row;
   row.id = "r1";
   uint64_t t = 1000 * kMs;
@@ -158,7 +160,7 @@ void build(Scenario& s, Slow slow, Typical typical) {
   s.report.outliers.push_back(o);
   s.report.attributed = true;
   s.store.finish();
-  ld::analysis::attach_frames(s.report, s.store);
+  ld::analysis::attach_frames(s.report, s.store, options);
 }
 
 TEST(Frames, NativeSlowTokenNamesTheFunctionItRanBeyondATypicalToken) {
@@ -255,6 +257,130 @@ TEST(Frames, ShortOrLyingStackRecordsAreRefused) {
   auto py = pystack_record(kPid, 1, {{"f", "x.py", 1}});
   EXPECT_FALSE(store.add(*reinterpret_cast<const ld_hdr*>(py.data()), sizeof(ld_pystack) + 10));
   EXPECT_FALSE(store.has_frames());
+}
+
+// ---- the outliers' samples as folded stacks (report.outlier_flame) and the flame graph
+
+using Stack = std::vector<std::string>;
+
+void native_stacks(EvidenceStore& store) {
+  add(store, ustack_record(kPid, 1, {{"ld_wl::slow_detokenize", "ld-wl-frames_server"},
+                                     {"ld_wl::serve", "ld-wl-frames_server"}, {"start_thread", "libc.so.6"}}));
+  add(store, ustack_record(kPid, 2, {{"clock_gettime", "libc.so.6"}, {"ld_wl::compute_token", "ld-wl-frames_server"},
+                                     {"ld_wl::serve", "ld-wl-frames_server"}, {"start_thread", "libc.so.6"}}));
+}
+
+uint64_t sum_of(const ld::model::FlameProfile& f) {
+  return std::accumulate(f.stacks.begin(), f.stacks.end(), uint64_t{0},
+                         [](uint64_t n, const ld::model::FlameStack& s) { return n + s.samples; });
+}
+
+TEST(Flame, OutliersSamplesFoldedRootFirstMostSamplesFirst) {
+  Scenario s;
+  native_stacks(s.store);
+  build(
+      s, [](EvidenceStore& st, uint64_t at, uint64_t into) { sample(st, at, into < 8 * kMs ? 2 : 1, 0); },
+      [](EvidenceStore& st, uint64_t at) { sample(st, at, 2, 0); });
+  const auto& flame = s.report.outlier_flame;
+  EXPECT_EQ(flame.samples, 250u);  // the outlier's window only: the typical tokens' are not in it
+  ASSERT_EQ(flame.stacks.size(), 2u);
+  EXPECT_EQ(flame.stacks[0].frames, (Stack{"start_thread (libc.so.6)", "ld_wl::serve (ld-wl-frames_server)",
+                                           "ld_wl::slow_detokenize (ld-wl-frames_server)"}));
+  EXPECT_EQ(flame.stacks[0].samples, 242u);
+  EXPECT_FALSE(flame.stacks[0].python);
+  EXPECT_EQ(flame.stacks[1].frames,
+            (Stack{"start_thread (libc.so.6)", "ld_wl::serve (ld-wl-frames_server)",
+                   "ld_wl::compute_token (ld-wl-frames_server)", "clock_gettime (libc.so.6)"}));
+  EXPECT_EQ(flame.stacks[1].samples, 8u);
+
+  // A second outlier whose window overlaps the first on the same thread: its samples once.
+  ld::model::Outlier twin = s.report.outliers.front();
+  twin.start_mono_ns += 100 * kMs;
+  twin.end_mono_ns += 5 * kMs;  // 5 ms of a typical gap beyond
+  s.report.outliers.push_back(twin);
+  ld::analysis::attach_frames(s.report, s.store);
+  EXPECT_EQ(s.report.outlier_flame.samples, 255u);
+  EXPECT_EQ(sum_of(s.report.outlier_flame), 255u);
+}
+
+TEST(Flame, DeepStacksKeepTheirInnermostFrames) {
+  Scenario s;
+  native_stacks(s.store);
+  ld::analysis::FrameOptions options;
+  options.flame_depth = 2;
+  build(
+      s, [](EvidenceStore& st, uint64_t at, uint64_t) { sample(st, at, 1, 0); }, [](EvidenceStore&, uint64_t) {},
+      options);
+  ASSERT_EQ(s.report.outlier_flame.stacks.size(), 1u);
+  EXPECT_EQ(s.report.outlier_flame.stacks[0].frames,
+            (Stack{"ld_wl::serve (ld-wl-frames_server)", "ld_wl::slow_detokenize (ld-wl-frames_server)"}));
+}
+
+TEST(Flame, PythonStacksAloneWithTheirLinesAndUnnamedFramesKept) {
+  Scenario s;
+  add(s.store, ustack_record(kPid, 3, {{"_PyEval_EvalFrameDefault", "python3.11"}, {"main", "python3.11"}}));
+  add(s.store, ustack_record(kPid, 4, {{"?", "libfoo.so"}, {"", ""}, {"main", "app"}}));
+  add(s.store, pystack_record(kPid, 10, {{"render_usage_summary", "/srv/app/server.py", 31},
+                                         {"Handler.do_POST", "/srv/app/server.py", 60}}));
+  // 100 samples in Python, 150 in native code without symbols.
+  build(
+      s, [](EvidenceStore& st, uint64_t at, uint64_t into) { sample(st, at, into < 100 * kMs ? 3 : 4, into < 100 * kMs ? 10 : 0); },
+      [](EvidenceStore& st, uint64_t at) { sample(st, at, 3, 10); });
+  const auto& flame = s.report.outlier_flame;
+  EXPECT_EQ(flame.samples, 250u);
+  ASSERT_EQ(flame.stacks.size(), 2u);
+  EXPECT_EQ(flame.stacks[0].frames, (Stack{"main (app)", "[unknown]", "[unknown] (libfoo.so)"}));
+  EXPECT_EQ(flame.stacks[0].samples, 150u);
+  EXPECT_FALSE(flame.stacks[0].python);
+  // The Python frames only, not the interpreter's native ones under them.
+  EXPECT_EQ(flame.stacks[1].frames, (Stack{"Handler.do_POST (server.py:60)", "render_usage_summary (server.py:31)"}));
+  EXPECT_EQ(flame.stacks[1].samples, 100u);
+  EXPECT_TRUE(flame.stacks[1].python);
+}
+
+TEST(Flame, AtMost200StacksTheRestSummed) {
+  Scenario s;
+  for (int64_t id = 1; id <= 210; ++id)
+    add(s.store, ustack_record(kPid, id, {{"f" + std::to_string(id), "m"}, {"main", "m"}}));
+  // 250 samples: stacks 1..209 one each, stack 210 the other 41.
+  build(
+      s,
+      [](EvidenceStore& st, uint64_t at, uint64_t into) {
+        sample(st, at, static_cast<int32_t>(std::min<uint64_t>(into / kMs + 1, 210)), 0);
+      },
+      [](EvidenceStore&, uint64_t) {});
+  const auto& flame = s.report.outlier_flame;
+  EXPECT_EQ(flame.samples, 250u);
+  ASSERT_EQ(flame.stacks.size(), 201u);
+  EXPECT_EQ(flame.stacks[0].frames, (Stack{"main (m)", "f210 (m)"}));
+  EXPECT_EQ(flame.stacks[0].samples, 41u);
+  EXPECT_EQ(flame.stacks[1].samples, 1u);
+  EXPECT_EQ(flame.stacks.back().frames, Stack{ld::model::kOtherStacks});
+  EXPECT_EQ(flame.stacks.back().samples, 10u);
+  EXPECT_EQ(sum_of(flame), 250u);
+}
+
+// A profile with a C++ template's name: main -> std::vector<int> (6), main -> g (4); Python
+// Handler.do_POST (5).
+ld::model::Report flame_report() {
+  ld::model::Report r;
+  r.outlier_flame.samples = 15;
+  r.outlier_flame.stacks = {{{"main (app)", "std::vector<int> (app)"}, false, 6},
+                            {{"Handler.do_POST (server.py:60)"}, true, 5},
+                            {{"main (app)", "g (app)"}, false, 4}};
+  return r;
+}
+
+TEST(Flame, JsonHasTheStacksOnlyWhenThereAreAny) {
+  const json j = json::parse(ld::report::render_json(flame_report()));
+  ASSERT_TRUE(j.contains("outlier_flame"));
+  EXPECT_EQ(j["outlier_flame"]["samples"], 15);
+  ASSERT_EQ(j["outlier_flame"]["stacks"].size(), 3u);
+  EXPECT_EQ(j["outlier_flame"]["stacks"][0]["frames"], json({"main (app)", "std::vector<int> (app)"}));
+  EXPECT_EQ(j["outlier_flame"]["stacks"][0]["runtime"], "native");
+  EXPECT_EQ(j["outlier_flame"]["stacks"][0]["samples"], 6);
+  EXPECT_EQ(j["outlier_flame"]["stacks"][1]["runtime"], "python");
+  EXPECT_FALSE(json::parse(ld::report::render_json(ld::model::Report{})).contains("outlier_flame"));
 }
 
 TEST(Frames, KindOfCodeForTheRemedy) {
