@@ -1,7 +1,7 @@
 // User-space frames: CPython's line tables decoded as the interpreters themselves do
 // (tests/data/frames/linetables.jsonl, written by linetables_gen.py under 3.10-3.13), the
 // frames of slow tokens against the typical token's from synthetic records, the finding's facts
-// and every format's frames section; the outliers' folded stacks.
+// and every format's frames section; the outliers' folded stacks and their flame graph.
 #include <algorithm>
 #include <cstring>
 #include <fstream>
@@ -18,7 +18,9 @@
 #include "events.h"
 #include "model/frames.hpp"
 #include "probes/python_lines.hpp"
+#include "report/flame_graph.hpp"
 #include "report/report.hpp"
+#include "report/svg.hpp"
 #include "rules/report_facts.hpp"
 
 using ld::analysis::EvidenceStore;
@@ -361,7 +363,7 @@ TEST(Flame, AtMost200StacksTheRestSummed) {
 }
 
 // A profile with a C++ template's name: main -> std::vector<int> (6), main -> g (4); Python
-// Handler.do_POST (5).
+// Handler.do_POST (5). The call tree: the root, main, std::vector<int>, g, Handler.do_POST.
 ld::model::Report flame_report() {
   ld::model::Report r;
   r.outlier_flame.samples = 15;
@@ -369,6 +371,59 @@ ld::model::Report flame_report() {
                             {{"Handler.do_POST (server.py:60)"}, true, 5},
                             {{"main (app)", "g (app)"}, false, 4}};
   return r;
+}
+
+std::string flame_svg_of(const std::string& html) {
+  const size_t at = html.find("<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 1000 54\" width=\"1000\" "
+                               "height=\"54\" role=\"img\" aria-label=\"Flame graph");
+  if (at == std::string::npos) return "";
+  return html.substr(at, html.find("</svg>", at) - at);
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(Flame, HtmlDrawsABoxPerCallTreeNodeWithEscapedTooltips) {
+  const std::string html = ld::report::render_html(flame_report());
+  const std::string svg = flame_svg_of(html);  // three rows of 18 px: the root, main, its callees
+  ASSERT_FALSE(svg.empty());
+  EXPECT_EQ(count(svg, "<rect "), 5u);
+  EXPECT_NE(svg.find("<title>std::vector&lt;int&gt; (app) — 6 samples (40.0%)</title>"), std::string::npos);
+  EXPECT_NE(svg.find("<title>main (app) — 10 samples (66.7%)</title>"), std::string::npos);
+  EXPECT_NE(svg.find("<title>all samples of the slow tokens — 15 samples (100.0%)</title>"), std::string::npos);
+  EXPECT_EQ(html.find("std::vector<int>"), std::string::npos);
+  // main is wider than its callees together: 2/3 of the width, they split it 6:4.
+  EXPECT_NE(svg.find("<rect x=\"0.0\" y=\"18.0\" width=\"665.7\""), std::string::npos);
+  EXPECT_NE(svg.find("<rect x=\"0.0\" y=\"36.0\" width=\"399.0\""), std::string::npos);
+  EXPECT_NE(svg.find("<rect x=\"400.0\" y=\"36.0\" width=\"265.7\""), std::string::npos);
+  // Python in blue, native warm: the red channel is the larger only for native code.
+  const size_t py = svg.find("Handler.do_POST");
+  const size_t fill = svg.find("fill=\"#", py);  // the group's tooltip, then its box
+  ASSERT_NE(fill, std::string::npos);
+  EXPECT_LT(std::stoi(svg.substr(fill + 7, 2), nullptr, 16), std::stoi(svg.substr(fill + 11, 2), nullptr, 16));
+  EXPECT_NE(html.find("Root at the top"), std::string::npos);
+  // Nothing without frames.
+  EXPECT_EQ(ld::report::render_html(ld::model::Report{}).find("Flame graph"), std::string::npos);
+}
+
+TEST(Flame, NarrowBoxesAreLeftOutAndLongLabelsCut) {
+  ld::model::FlameProfile p;
+  p.samples = 1000;
+  p.stacks = {{{"main (app)", std::string(300, 'x')}, false, 997}, {{"rare (app)", "under (app)"}, false, 3}};
+  const ld::report::FlameGraph g = ld::report::flame_graph(p, 1000);
+  EXPECT_EQ(g.boxes, 3u);    // the root, main, xxx...
+  EXPECT_EQ(g.dropped, 2u);  // rare (0.3% of the width) and what it called
+  EXPECT_EQ(g.depth, 2u);
+  EXPECT_EQ(g.svg.find("rare"), std::string::npos);
+  EXPECT_NE(g.svg.find(std::string(100, 'x') + "…</text>"), std::string::npos);
+  EXPECT_EQ(g.svg.find(std::string(200, 'x') + "</text>"), std::string::npos);
+  EXPECT_TRUE(ld::report::flame_graph({}, 1000).svg.empty());
+  EXPECT_EQ(ld::report::fit_text("héllo wörld", 5), "héll…");
+  EXPECT_EQ(ld::report::fit_text("héllo", 5), "héllo");
+  EXPECT_EQ(ld::report::fit_text("héllo", 2), "");
 }
 
 TEST(Flame, JsonHasTheStacksOnlyWhenThereAreAny) {
