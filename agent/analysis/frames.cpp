@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "model/frames.hpp"
+
 namespace ld::analysis {
 namespace {
 
@@ -48,20 +50,26 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// Calls fn(sample) for each on-CPU sample of thread `tid` in [a, b).
+template <class Fn>
+void for_each_sample(const EvidenceStore& store, uint32_t tid, uint64_t a, uint64_t b, Fn fn) {
+  const ThreadEvidence* t = store.thread(tid);
+  if (!t || a >= b) return;
+  const auto& samples = t->samples;
+  auto it = std::lower_bound(samples.begin(), samples.end(), a,
+                             [](const CpuSample& s, uint64_t ts) { return s.ts_ns < ts; });
+  for (; it != samples.end() && it->ts_ns < b; ++it) fn(*it);
+}
+
 class Frames {
  public:
   explicit Frames(const EvidenceStore& store) : store_(store) {}
 
   // Samples of thread `tid` in [a, b) into `tally`.
   void add_window(Tally& tally, uint32_t tid, uint64_t a, uint64_t b) {
-    const ThreadEvidence* t = store_.thread(tid);
-    if (!t || a >= b) return;
-    const auto& samples = t->samples;
-    auto it = std::lower_bound(samples.begin(), samples.end(), a,
-                               [](const CpuSample& s, uint64_t ts) { return s.ts_ns < ts; });
-    for (; it != samples.end() && it->ts_ns < b; ++it) {
-      const SampleFuncs* f = of(it->frames);
-      if (!f || f->items.empty()) continue;
+    for_each_sample(store_, tid, a, b, [&](const CpuSample& sample) {
+      const SampleFuncs* f = of(sample.frames);
+      if (!f || f->items.empty()) return;
       tally.samples++;
       for (const auto& item : f->items) {
         Tally::Func& fn = tally.funcs[item.func];
@@ -73,7 +81,7 @@ class Frames {
           tally.python = true;
         }
       }
-    }
+    });
   }
 
   model::FrameShare share_of(size_t func, const Tally::Func& fn, const Tally& tally, bool self) const {
@@ -130,6 +138,92 @@ class Frames {
   std::vector<FuncKey> funcs_;
 };
 
+// The outliers' samples as folded stacks (model::FlameProfile): counted per sample_frames id,
+// folded once per id, then merged by label (ids of other processes can name the same stack).
+class Flame {
+ public:
+  Flame(const EvidenceStore& store, const FrameOptions& options) : store_(store), options_(options) {}
+
+  // The samples of thread `tid` in [a, b).
+  void add_window(uint32_t tid, uint64_t a, uint64_t b) {
+    for_each_sample(store_, tid, a, b, [&](const CpuSample& s) {
+      if (s.frames != 0) counts_[s.frames]++;
+    });
+  }
+
+  model::FlameProfile profile() const {
+    std::map<std::pair<bool, std::vector<std::string>>, uint64_t> merged;
+    for (const auto& [id, count] : counts_) {
+      model::FlameStack stack = folded(id);
+      if (!stack.frames.empty()) merged[{stack.python, std::move(stack.frames)}] += count;
+    }
+    model::FlameProfile out;
+    for (auto& [key, count] : merged) {
+      out.stacks.push_back({key.second, key.first, count});
+      out.samples += count;
+    }
+    std::stable_sort(out.stacks.begin(), out.stacks.end(),
+                     [](const model::FlameStack& x, const model::FlameStack& y) { return x.samples > y.samples; });
+    if (out.stacks.size() > options_.flame_stacks) {
+      model::FlameStack other{{model::kOtherStacks}, false, 0};
+      for (size_t i = options_.flame_stacks; i < out.stacks.size(); ++i) other.samples += out.stacks[i].samples;
+      out.stacks.resize(options_.flame_stacks);
+      out.stacks.push_back(std::move(other));
+    }
+    return out;
+  }
+
+ private:
+  // A sample's stack root first: its Python frames where it has them (its native stack is then
+  // mostly the interpreter), else its native frames; the innermost flame_depth of them.
+  model::FlameStack folded(uint16_t id) const {
+    model::FlameStack out;
+    const SampleFrames* key = store_.sample_frames(id);
+    if (!key) return out;
+    const std::vector<UserFrame>* stack = key->pystack_id ? store_.pystack(key->tgid, key->pystack_id) : nullptr;
+    if (!stack || stack->empty()) stack = key->ustack_id >= 0 ? store_.ustack(key->tgid, key->ustack_id) : nullptr;
+    if (!stack || stack->empty()) return out;
+    out.python = stack->front().python;
+    for (size_t i = std::min(stack->size(), options_.flame_depth); i-- > 0;) out.frames.push_back(label(stack->at(i)));
+    return out;
+  }
+
+  static std::string label(const UserFrame& f) {
+    model::FrameShare share;
+    share.python = f.python;
+    share.function = f.func.empty() || f.func == "?" ? model::kUnknownFrame : f.func;
+    share.where = f.python ? base_name(f.where) : f.where;
+    if (f.python && f.line >= 0) share.where += fmt::format(":{}", f.line);
+    return model::frame_label(share);
+  }
+
+  const EvidenceStore& store_;
+  const FrameOptions& options_;
+  std::map<uint16_t, uint64_t> counts_;  // samples per EvidenceStore::sample_frames id
+};
+
+// Each outlier's window on its thread, overlapping windows of a thread merged: a sample two
+// outliers share (requests batched on one thread) is one sample of the flame graph.
+model::FlameProfile outlier_flame(const model::Report& report, const EvidenceStore& store, const FrameOptions& options) {
+  std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> windows;
+  for (const model::Outlier& o : report.outliers)
+    if (o.tid != 0 && o.start_mono_ns < o.end_mono_ns) windows[o.tid].push_back({o.start_mono_ns, o.end_mono_ns});
+  Flame flame(store, options);
+  for (auto& [tid, list] : windows) {
+    std::sort(list.begin(), list.end());
+    uint64_t a = list.front().first, b = list.front().second;
+    for (const auto& [start, end] : list) {
+      if (start > b) {
+        flame.add_window(tid, a, b);
+        a = start;
+      }
+      b = std::max(b, end);
+    }
+    flame.add_window(tid, a, b);
+  }
+  return flame.profile();
+}
+
 }  // namespace
 
 void attach_frames(model::Report& report, const EvidenceStore& store, const FrameOptions& options) {
@@ -170,6 +264,8 @@ void attach_frames(model::Report& report, const EvidenceStore& store, const Fram
     for (auto& h : hot) h.typical_share = h.share;
     report.typical.frames = std::move(hot);
   }
+
+  report.outlier_flame = outlier_flame(report, store, options);
 
   for (model::Outlier& o : report.outliers) {
     if (o.tid == 0) continue;

@@ -112,6 +112,29 @@ struct FrameShare {
   uint64_t samples = 0;
 };
 
+// Flame graph labels that name no function.
+inline constexpr const char* kUnknownFrame = "[unknown]";      // a frame without a symbol
+inline constexpr const char* kOtherStacks = "[other stacks]";  // the stacks past the cap, summed
+
+// One distinct stack of the outliers' on-CPU samples (a folded stack), root first: a sample's
+// Python frames where it has them, else its native ones. Labels as frame_label() writes them,
+// with the frame's own line: "render_usage_summary (server.py:31)", "ld_wl::serve
+// (ld-wl-frames_server)", "[unknown] (libc.so.6)" (a frame without a name is still a level).
+struct FlameStack {
+  std::vector<std::string> frames;
+  bool python = false;   // Python frames (else native)
+  uint64_t samples = 0;
+};
+
+// The outliers' samples as folded stacks: what the HTML report's flame graph draws.
+struct FlameProfile {
+  uint64_t samples = 0;            // every stack's samples together
+  // Most samples first; at most analysis::FrameOptions::flame_stacks of them, then one
+  // {kOtherStacks} with the rest's samples.
+  std::vector<FlameStack> stacks;
+  bool empty() const { return stacks.empty(); }
+};
+
 struct Outlier {
   std::string kind;             // "ttft" | "tpot"
   std::string request;          // RequestRow::id
@@ -215,6 +238,7 @@ struct Report {
   OutlierConfig outlier_config;
   std::vector<Outlier> outliers;
   Profile typical;
+  FlameProfile outlier_flame;       // every outlier window's samples with a user-space stack
   TtftFit ttft_fit;
   Periodicity periodicity;
   // Whole-window facts from the evidence (time_wait_max, listen_overflows, retransmits,

@@ -12,6 +12,7 @@
 
 #include "model/cause.hpp"
 #include "report/report.hpp"
+#include "report/flame_graph.hpp"
 #include "report/frames_view.hpp"
 #include "report/report_view.hpp"
 #include "report/svg.hpp"
@@ -600,13 +601,31 @@ std::string warnings_html(const Report& r) {
   return section("warnings", fmt::format("Warnings ({})", r.warnings.size()), out + "</ul>\n");
 }
 
+// The outliers' samples as a flame graph (report/flame_graph.hpp); "" without any.
+std::string flame_html(const Report& r) {
+  const FlameGraph g = flame_graph(r.outlier_flame, kPlotWidth);
+  if (g.svg.empty()) return "";
+  std::string caption = fmt::format(
+      "The {} on-CPU samples of the slow tokens' windows that had a user-space stack. Root at the top, "
+      "each row one call deeper; a box is as wide as its share of the samples. Warm colours: native "
+      "code; blue: Python (a sample with a Python stack shows its Python frames only).",
+      r.outlier_flame.samples);
+  if (g.dropped) caption += fmt::format(" {} boxes narrower than {:g}% of the width are left out.", g.dropped,
+                                        kMinBoxShare * 100);
+  if (r.outlier_flame.stacks.back().frames == std::vector<std::string>{kOtherStacks})
+    caption += fmt::format(" The rarest stacks are summed in {}.", kOtherStacks);
+  return "<figure>" + g.svg + "<figcaption>" + h(caption + " Hover for the numbers.") + "</figcaption></figure>\n";
+}
+
 // What the slow tokens ran beyond a typical token (report/frames_view.hpp).
 std::string frames_html(const Report& r) {
   const CellTable outliers = outlier_frames_table(r, kMaxTableRows), typical = typical_frames_table(r);
-  if (outliers.rows.empty() && typical.rows.empty()) return "";
+  const std::string flame = flame_html(r);
+  if (outliers.rows.empty() && typical.rows.empty() && flame.empty()) return "";
   std::string out = note("User-space functions of the on-CPU samples, as a share of the window's samples.");
   if (auto head = frames_headline(r); !head.empty()) out += "<p>Slow tokens ran " + h(head) + ".</p>\n";
   if (!outliers.rows.empty()) out += cell_table_html(outliers);
+  out += flame;
   if (!typical.rows.empty()) out += cell_table_html(typical);
   return section("frames", "What the slow tokens ran", out);
 }

@@ -172,6 +172,22 @@ J frames_json(const std::vector<model::FrameShare>& frames) {
   return j;
 }
 
+// The outliers' samples as folded stacks (model::FlameProfile), root first.
+template <class J>
+J flame_json(const model::FlameProfile& flame) {
+  J j = J::object();
+  j["samples"] = flame.samples;
+  j["stacks"] = J::array();
+  for (const model::FlameStack& s : flame.stacks) {
+    J x = J::object();
+    x["frames"] = s.frames;
+    x["runtime"] = s.python ? "python" : "native";
+    x["samples"] = s.samples;
+    j["stacks"].push_back(std::move(x));
+  }
+  return j;
+}
+
 template <class J>
 J outlier_json(const Outlier& o, int64_t realtime_minus_monotonic_ns) {
   J j = J::object();
@@ -384,6 +400,7 @@ J report_json(const Report& report) {
   if (report.agent.known) j["agent"] = agent_json<J>(report.agent);
   j["token_source"] = report.token_source;
   j["attribution"] = attribution_json<J>(report);
+  if (!report.outlier_flame.empty()) j["outlier_flame"] = flame_json<J>(report.outlier_flame);
   j["definitions"] = definitions_json<J>(report.definitions);
   if (report.client_join.present) j["client_join"] = client_join_json<J>(report.client_join);
   j["host"] = convert<J>(report.host, J::object());

@@ -1,5 +1,6 @@
 #include "report/svg.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -94,6 +95,16 @@ std::string clean_utf8(std::string_view text) {
   return sanitize(text, [](std::string& out, char c) { out += c; });
 }
 
+std::string fit_text(std::string_view text, size_t max_chars, size_t min_chars) {
+  // Byte offsets where each code point starts; continuation bytes start none.
+  std::vector<size_t> starts;
+  for (size_t i = 0; i < text.size(); ++i)
+    if (!continuation(static_cast<unsigned char>(text[i]))) starts.push_back(i);
+  if (starts.size() <= max_chars) return std::string(text);
+  if (max_chars < std::max<size_t>(min_chars, 1)) return "";
+  return std::string(text.substr(0, starts[max_chars - 1])) + "\xE2\x80\xA6";  // U+2026
+}
+
 double LinearScale::operator()(double v) const {
   if (d1 == d0) return r0;
   return r0 + (v - d0) * (r1 - r0) / (d1 - d0);
@@ -170,6 +181,10 @@ void Svg::vertical_text(double x, double y, const std::string& text) {
                        "transform=\"rotate(-90 {0} {1})\">{2}</text>",
                        num(x), num(y), escape_xml(text));
 }
+
+void Svg::begin_group(const std::string& tooltip) { body_ += "<g>" + tooltip_element(tooltip); }
+
+void Svg::end_group() { body_ += "</g>"; }
 
 void Svg::x_axis(const PlotArea& area, const LinearScale& x, const std::vector<double>& ticks,
                  const std::string& label) {

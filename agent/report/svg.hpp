@@ -15,6 +15,10 @@ std::string escape_xml(std::string_view text);
 // The same text as valid UTF-8 without control characters, not escaped (for Markdown/JSON).
 std::string clean_utf8(std::string_view text);
 
+// `text` cut to at most `max_chars` characters (UTF-8 code points), the last one "…" when cut;
+// "" when it must be cut and fewer than `min_chars` fit. For labels inside boxes of a known width.
+std::string fit_text(std::string_view text, size_t max_chars, size_t min_chars = 3);
+
 // Maps [d0, d1] onto [r0, r1]; a zero-width domain maps everything to r0.
 struct LinearScale {
   double d0 = 0, d1 = 1, r0 = 0, r1 = 1;
@@ -48,6 +52,9 @@ class Svg {
   void text(double x, double y, const std::string& text, const std::string& anchor = "start",
             const std::string& css_class = "");
   void vertical_text(double x, double y, const std::string& text);  // rotated -90, centred
+  // Shapes between these share one tooltip: hovering a label drawn over a box shows the box's.
+  void begin_group(const std::string& tooltip);
+  void end_group();
 
   void x_axis(const PlotArea& area, const LinearScale& x, const std::vector<double>& ticks,
               const std::string& label);
