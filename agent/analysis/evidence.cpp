@@ -156,9 +156,9 @@ bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
       if (size < offsetof(ld_sched_agg, wakers)) return false;
       auto* e = reinterpret_cast<const ld_sched_agg*>(&rec);
       SchedAgg agg{e->period_start_ns, rec.ts_ns, e->blocked_ns, e->runnable_ns};
+      static_assert(std::tuple_size_v<decltype(agg.wakers)> == LD_AGG_WAKERS, "one slot per kernel slot");
       if (size >= sizeof(ld_sched_agg))
-        for (size_t i = 0; i < agg.wakers.size() && i < LD_AGG_WAKERS; ++i)
-          agg.wakers[i] = {e->wakers[i].tid, e->wakers[i].tgid, e->wakers[i].count};
+        for (size_t i = 0; i < LD_AGG_WAKERS; ++i) agg.wakers[i] = {e->wakers[i].tid, e->wakers[i].tgid, e->wakers[i].count};
       thread_of(rec).aggs.push_back(agg);
       has_sched_ = true;
       break;
