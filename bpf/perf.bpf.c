@@ -255,6 +255,12 @@ static __always_inline __u64 ld_py_find_tstate(const struct ld_py_proc *py, __u6
 	return 0;
 }
 
+/* The wait before a thread without a thread state is looked for again. */
+static __always_inline __u64 ld_py_retry_ns(__u32 misses)
+{
+	return misses >= 7 ? 1000000000ULL : 10000000ULL << misses;
+}
+
 #define LD_FNV_PRIME 0x100000001b3ULL
 
 /* One step of the walk: the frame at `frame` into the stack being built
@@ -333,16 +339,20 @@ __attribute__((noinline)) int ld_py_walk(__u32 tgid, __u32 tid)
 		return 0;
 #endif
 	}
-	/* Where the thread's state was last found; a thread that had none is
-	 * looked for again at most once a second (a native thread never has one). */
+	/* Where the thread's state was last found.  A thread that had none is
+	 * looked for again after 10 ms, then twice as long each miss up to once a
+	 * second: a native thread never has one, but a new Python thread is seen
+	 * before it binds its state (a one-second wait lost its first second). */
 	now = bpf_ktime_get_ns();
 	th = bpf_map_lookup_elem(&ld_py_threads, &tid);
 	if (th && th->tstate && ld_user_u64(th->tstate + py->off.tstate_id) == want) {
 		tstate = th->tstate;
-	} else if (!th || th->tstate || now - th->checked_ns > 1000000000ULL) {
+	} else if (!th || th->tstate || now - th->checked_ns > ld_py_retry_ns(th->misses)) {
 		tstate = ld_py_find_tstate(py, want);
 		fresh.tstate = tstate;
 		fresh.checked_ns = now;
+		fresh.misses = tstate ? 0 : (th && !th->tstate ? th->misses + 1 : 1);
+		fresh._pad = 0;
 		bpf_map_update_elem(&ld_py_threads, &tid, &fresh, BPF_ANY);
 	}
 	if (!tstate)

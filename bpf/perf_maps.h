@@ -72,10 +72,12 @@ struct ld_py_proc {
 };
 
 /* ld_py_threads (key: tid): where a thread's thread state was found (0: it had
- * none when last looked for, at checked_ns). */
+ * none when last looked for, at checked_ns, the misses-th time in a row). */
 struct ld_py_thread {
 	ld_u64 tstate;
 	ld_u64 checked_ns;
+	ld_u32 misses;
+	ld_u32 _pad;
 };
 
 /* ld_py_codes: the names of a code object, read once when first seen. */

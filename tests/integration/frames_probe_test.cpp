@@ -64,7 +64,7 @@ void expect_named(Target& target, const std::string& function, bool python) {
 
   int slow = 0, named = 0;
   double share = 0;
-  std::string seen;
+  std::string seen, misses;  // misses: the outliers that named another function, whole
   for (const json& o : report["outliers"]) {
     // The slow function's tokens (15, 30, 45): other gaps the host made slow are not judged.
     const uint64_t index = o.value("token_index", uint64_t{0});
@@ -76,6 +76,7 @@ void expect_named(Target& target, const std::string& function, bool python) {
       continue;
     }
     seen += frames[0].value("function", "") + " ";
+    if (frames[0].value("function", "") != function) misses += o.dump() + "\n";
     if (frames[0].value("function", "") == function) {
       ++named;
       share += frames[0].value("share", 0.0);
@@ -86,7 +87,7 @@ void expect_named(Target& target, const std::string& function, bool python) {
   std::printf("frames: %d of %d slow tokens name %s (mean share %.2f)\n", named, slow, function.c_str(),
               named ? share / named : 0.0);
   EXPECT_GE(slow, 12) << "the workload's slow tokens were not found as outliers";
-  EXPECT_GE(named, (slow * 9 + 9) / 10) << "first frames seen: " << seen;
+  EXPECT_GE(named, (slow * 9 + 9) / 10) << "first frames seen: " << seen << "\n" << misses;
   if (named) {
     EXPECT_GE(share / named, 0.5);
   }
