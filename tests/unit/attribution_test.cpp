@@ -599,6 +599,56 @@ TEST(BatchInterference, NoOverlappingPrefillNoInterference) {
   EXPECT_TRUE(report.outliers[0].causes[0].evidence.contains("excess_ms"));
 }
 
+TEST(BatchInterference, AFirstTokenQueuedBehindAnEarlierPrefillIsBatchInterference) {
+  // B's long prompt arrives 5 ms into A's slow gap; C's short one 50 ms in, and waits for B's
+  // step: C's slow first token is B's prefill, B's own slow first token is its own.
+  const uint64_t gap_start = 1250 * kMs, gap_end = gap_start + 200 * kMs;
+  auto tokens_from = [](uint64_t first, size_t n) {
+    std::vector<uint64_t> out;
+    for (uint64_t t = first; out.size() < n; t += 10 * kMs) out.push_back(t);
+    return out;
+  };
+  std::vector<uint64_t> a_tokens = tokens_from(1100 * kMs, 16);
+  for (uint64_t t : tokens_from(gap_end, 14)) a_tokens.push_back(t);
+  ld::model::Timeline timeline;
+  timeline.requests.push_back(stream("100:c1#1", 1080 * kMs, a_tokens, 101, 300));
+  timeline.requests.push_back(stream("100:c2#1", gap_start + 5 * kMs, tokens_from(gap_end + kMs / 2, 10), 102, 6000));
+  timeline.requests.push_back(stream("100:c3#1", gap_start + 50 * kMs, tokens_from(gap_end + kMs, 10), 103, 300));
+  for (uint32_t i = 0; i < 3; ++i) {  // short requests later: the TTFT baseline (20 ms)
+    const uint64_t start = (1700 + 100 * i) * kMs;
+    timeline.requests.push_back(stream(("100:c" + std::to_string(4 + i) + "#1").c_str(), start,
+                                       tokens_from(start + 20 * kMs, 5), 104 + i, 300));
+  }
+  EvidenceStore store;
+  blocked(store, 100, kEngineTid, 900 * kMs, 901 * kMs, 901 * kMs, 202, 0, 0, "swapper/0");
+  for (const auto& r : timeline.requests) handed_over(store, r.token_tid[0], r.start_ns, r.token_ns);
+  store.finish();
+  ld::model::Report report = ld::analysis::build_report(timeline, {}, 1000 * kMs, 3000 * kMs, 0);
+  ld::analysis::attribute(report, timeline, nullptr, store, {100}, 0);
+  const ld::model::Outlier* c_first = nullptr;
+  const ld::model::Outlier* b_first = nullptr;
+  for (const auto& o : report.outliers) {
+    if (o.kind == "ttft" && o.request == "100:c3#1") c_first = &o;
+    if (o.kind == "ttft" && o.request == "100:c2#1") b_first = &o;
+  }
+  ASSERT_NE(c_first, nullptr);
+  EXPECT_EQ(c_first->causes[0].cause, Cause::kBatchInterference);
+  EXPECT_EQ(c_first->causes[0].evidence["request"], "100:c2#1");
+  EXPECT_NEAR(cause_ms(*c_first, Cause::kCompute), c_first->baseline_ms, 0.5);  // its own share stays
+  ASSERT_NE(b_first, nullptr);
+  EXPECT_EQ(cause_ms(*b_first, Cause::kBatchInterference), 0);  // C came after it
+  // A's slow gap overlapped both prompts: B's, the longer overlap, is named; both are listed.
+  size_t gaps = 0;
+  for (const auto& o : report.outliers) {
+    if (o.kind != "tpot") continue;
+    ++gaps;
+    EXPECT_EQ(o.causes[0].cause, Cause::kBatchInterference);
+    EXPECT_EQ(o.causes[0].evidence["request"], "100:c2#1");
+    EXPECT_EQ(o.causes[0].evidence["requests"], 2);
+  }
+  EXPECT_EQ(gaps, 1u);
+}
+
 TEST(LiveWatch, ReportsSlowFirstTokensAndGapsAsTheyHappen) {
   ld::analysis::LiveWatch live(800, 150);
   auto io = [](uint64_t ts, uint8_t dir, uint8_t cls) {
