@@ -17,12 +17,17 @@ namespace {
 constexpr double kNsPerMs = 1e6;
 // Producers of producers are followed this far up (the walk's own depth cap).
 constexpr int kProducerLevels = 4;
-// The interfering requests the evidence lists (the longest overlaps).
+// The interfering requests the evidence lists (the largest prompts).
 constexpr size_t kListed = 8;
 
 using Spans = std::vector<std::pair<uint64_t, uint64_t>>;
 
 double round1(double v) { return std::round(v * 10) / 10; }
+
+// A prompt's size: its tokens when a token log gave them, else its bytes.
+double input_of(const Request& r) {
+  return r.input_tokens >= 0 ? static_cast<double>(r.input_tokens) : static_cast<double>(r.input_bytes);
+}
 
 uint64_t overlap(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
   const uint64_t lo = std::max(a, c), hi = std::min(b, d);
@@ -126,7 +131,10 @@ void BatchInterference::apply(WindowAccount& acc, size_t request, uint64_t a, ui
   for (; it != prefills_.end() && it->a < b; ++it) {
     const Request& other = requests_.requests[it->request];
     const uint64_t o = overlap(a, b, it->a, it->b);
-    if (it->request == request || other.tgid != own.tgid || o == 0 || (ttft && it->a >= a)) continue;
+    if (it->request == request || other.tgid != own.tgid || o == 0) continue;
+    // A first token waits behind prompts that came before it, or that came after it and were
+    // larger (computed in the same step); a smaller later one waited behind it instead.
+    if (ttft && it->a >= a && input_of(other) <= input_of(own)) continue;
     hits.push_back({it->request, o});
     spans.push_back({std::max(a, it->a), std::min(b, it->b)});
   }
@@ -142,7 +150,11 @@ void BatchInterference::apply(WindowAccount& acc, size_t request, uint64_t a, ui
   acc.ns_of(Cause::kCompute) -= moved;
   acc.charge(Cause::kBatchInterference, moved);
   if (!acc.with_evidence) return;
-  std::stable_sort(hits.begin(), hits.end(), [](const Hit& x, const Hit& y) { return x.ns > y.ns; });
+  // The largest prompt first (what made the steps long), then the longest overlap.
+  std::stable_sort(hits.begin(), hits.end(), [&](const Hit& x, const Hit& y) {
+    const double ix = input_of(requests_.requests[x.request]), iy = input_of(requests_.requests[y.request]);
+    return ix != iy ? ix > iy : x.ns > y.ns;
+  });
   auto describe = [&](const Hit& h) {
     const Request& r = requests_.requests[h.request];
     nlohmann::json j = {{"request", r.id}, {"input_bytes", r.input_bytes}};
@@ -150,7 +162,7 @@ void BatchInterference::apply(WindowAccount& acc, size_t request, uint64_t a, ui
     j["overlap_ms"] = round1(static_cast<double>(h.ns) / kNsPerMs);
     return j;
   };
-  // The longest overlap's request at the top level (rule facts take scalars), all in a list.
+  // The first one at the top level (rule facts take scalars), all in a list.
   nlohmann::json ev = describe(hits.front());
   ev["overlap_ms"] = round1(static_cast<double>(covered(spans, a, b)) / kNsPerMs);
   ev["requests"] = hits.size();

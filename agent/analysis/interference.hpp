@@ -26,8 +26,8 @@ class BatchInterference {
   // window [a, b] of request `request`) that a shared thread did while other requests of the
   // same process were in prefill, beyond `own_ns` (what the window would compute anyway: a
   // typical gap's compute, or a first token's baseline), which stays `compute`. For a first
-  // token (`ttft`) only requests already in prefill when it arrived count: it waited behind
-  // them, while one that arrives later waits behind it. Notes the interfering requests.
+  // token (`ttft`) a request that arrived later counts only with a larger prompt: a smaller one
+  // waited behind it instead. Notes the interfering requests, the largest prompt first.
   void apply(WindowAccount& acc, size_t request, uint64_t a, uint64_t b, uint64_t own_ns, bool ttft) const;
 
   // Whether `tid` computes for more than one stream: a producer (or a producer's producer) of
