@@ -499,6 +499,7 @@ TEST(BenchLiveExtra, PromptMixSendsTheSizesInTurn) {
   o.url = server.url("/v1/completions");
   o.requests = 4;
   o.concurrency = 1;
+  o.max_tokens = 3;
   o.prompt_mix = {100, 3000};
   BenchResult r = run_bench(o);
   expect_clean_run(r, 4, 3);
