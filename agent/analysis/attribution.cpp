@@ -518,6 +518,7 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
         note(acc, static_cast<Cause>(c), ns, {{"kernel", "on-CPU kernel samples"}}, {{"samples", by_cause[c]}});
     }
   }
+  if (acc.keep_compute && base == Cause::kCompute && left) acc.compute_pieces.push_back({a, b, t->tid, left});
   acc.charge(base, left);
 }
 

@@ -51,6 +51,17 @@ struct WindowAccount {
   };
   bool keep_steps = false;
   std::vector<Step> steps;
+  // With keep_compute: the running spans charged as `compute`, each with the thread that ran it
+  // and the compute ns in it (a span is part compute, part faults or syscalls), for batch
+  // interference (outliers.cpp): which of the window's compute a thread shared between streams
+  // did while other requests' prompts were being processed.
+  struct ComputePiece {
+    uint64_t a = 0, b = 0;
+    uint32_t tid = 0;
+    uint64_t ns = 0;
+  };
+  bool keep_compute = false;
+  std::vector<ComputePiece> compute_pieces;
   uint64_t total_ns() const;
   // Adds another account's times and evidence (its strings win when its largest piece is larger).
   void add(const WindowAccount& other);

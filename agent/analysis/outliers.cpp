@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "analysis/attribution.hpp"
+#include "analysis/interference.hpp"
 #include "model/stats.hpp"
 
 namespace ld::analysis {
@@ -498,6 +499,7 @@ void attribute(model::Report& report, const Timeline& timeline, const Timeline* 
   for (const Run& r : runs) attributor.account_into(typical_sum, r.tid, r.a, r.b);
   const double typical_compute_ms =
       report.typical.windows ? ms(typical_sum.ns_of(Cause::kCompute)) / static_cast<double>(report.typical.windows) : 0;
+  const BatchInterference interference(timeline, server ? *server : timeline, attributor);
   const uint64_t first_start = timeline.requests.empty() ? 0 : timeline.requests.front().start_ns;
   // The first request counts as "first since start" when the target started shortly before the
   // trace saw it (otherwise earlier requests may have warmed it up before we attached).
@@ -535,7 +537,14 @@ void attribute(model::Report& report, const Timeline& timeline, const Timeline* 
                                       {"new_connection", new_conn}};
       }
       acc.keep_steps = true;
+      acc.keep_compute = true;
       attributor.account_into(acc, w.tid, w.walk_from, w.b);
+      // What the window computes anyway stays compute: a typical gap's compute, or for a first
+      // token its whole baseline (its own prefill).
+      const bool ttft = w.kind == "ttft";
+      const double own_ms = ttft ? w.baseline_ms : typical_compute_ms;
+      if (std::isfinite(own_ms))
+        interference.apply(acc, w.request, w.walk_from, w.b, static_cast<uint64_t>(std::max(0.0, own_ms) * kNsPerMs), ttft);
       o.causes = causes_of(acc, w.b - w.a);
       o.activity = activity_of(acc.steps);
       describe_extra_code(o, attributor, w.tid, w.walk_from, w.b, typical_compute_ms);

@@ -315,10 +315,10 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 }
 
 // Chat endpoints need "messages"; everything else gets the completions "prompt".
-std::string make_body(const BenchOptions& o, bool chat) {
+std::string make_body(const BenchOptions& o, bool chat, size_t prompt_bytes) {
   nlohmann::ordered_json j;
-  if (chat) j["messages"] = {{{"role", "user"}, {"content", make_prompt(o.prompt_bytes)}}};
-  else j["prompt"] = make_prompt(o.prompt_bytes);
+  if (chat) j["messages"] = {{{"role", "user"}, {"content", make_prompt(prompt_bytes)}}};
+  else j["prompt"] = make_prompt(prompt_bytes);
   j["max_tokens"] = o.max_tokens;
   j["stream"] = true;
   return j.dump();
@@ -374,20 +374,21 @@ using CurlHeaders = std::unique_ptr<curl_slist, CurlSlistDeleter>;
 
 struct RequestPlan {
   const BenchOptions* opts;
-  std::string body;
+  std::vector<std::string> bodies;  // request i sends bodies[i % size]: the prompt size mix
   bool loopback;
   curl_slist* headers;
+  const std::string& body(int request) const { return bodies[static_cast<size_t>(request) % bodies.size()]; }
 };
 
 // Options that stay the same for every request a handle makes (the handle is reused so the
 // connection is kept alive between requests, like a real client).
-void setup_handle(CURL* c, const RequestPlan& plan, char* errbuf) {
+void setup_handle(CURL* c, const RequestPlan& plan, const std::string& body, char* errbuf) {
   const CurlApi& curl = curl_lib();
   const auto timeout_ms = static_cast<long>(std::ceil(plan.opts->timeout_s * 1000));
   curl.easy_setopt(c, CURLOPT_URL, plan.opts->url.c_str());
   curl.easy_setopt(c, CURLOPT_POST, 1L);
-  curl.easy_setopt(c, CURLOPT_POSTFIELDS, plan.body.c_str());
-  curl.easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(plan.body.size()));
+  curl.easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
+  curl.easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
   curl.easy_setopt(c, CURLOPT_HTTPHEADER, plan.headers);
   curl.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
   curl.easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
@@ -402,9 +403,9 @@ void setup_handle(CURL* c, const RequestPlan& plan, char* errbuf) {
   if (plan.loopback) curl.easy_setopt(c, CURLOPT_NOPROXY, "*");
 }
 
-void run_one(CURL* c, const RequestPlan& plan, BenchRequestResult& r) {
+void run_one(CURL* c, const RequestPlan& plan, int index, BenchRequestResult& r) {
   char errbuf[CURL_ERROR_SIZE] = {0};
-  setup_handle(c, plan, errbuf);
+  setup_handle(c, plan, plan.body(index), errbuf);
   // The plan's headers plus this request's id.
   CurlHeaders headers;
   for (const curl_slist* h = plan.headers; h; h = h->next)
@@ -467,6 +468,7 @@ void validate(const BenchOptions& o) {
   if (o.requests < 0) throw std::invalid_argument("bench: requests must be >= 0");
   if (o.concurrency < 1) throw std::invalid_argument("bench: concurrency must be >= 1");
   if (o.max_tokens < 0) throw std::invalid_argument("bench: max_tokens must be >= 0");
+  if (o.prompt_mix.size() > 1024) throw std::invalid_argument("bench: at most 1024 prompt sizes in a mix");
   if (!(o.timeout_s > 0) || o.timeout_s > 1e7)
     throw std::invalid_argument("bench: timeout must be a positive number of seconds");
   check_url(o.url, o.allow_remote);
@@ -493,8 +495,11 @@ BenchResult run_bench(const BenchOptions& opts, std::function<void(const std::st
   for (const char* h : {"Content-Type: application/json", "Accept: text/event-stream",
                         "Expect:"})  // no 100-continue round trip inside the TTFT
     headers.reset(curl_lib().slist_append(headers.release(), h));
-  const RequestPlan plan{&opts, make_body(opts, ends_with(url.path, "/chat/completions")),
-                         is_loopback_host(url.host), headers.get()};
+  const bool chat = ends_with(url.path, "/chat/completions");
+  std::vector<std::string> bodies;
+  for (size_t bytes : opts.prompt_mix.empty() ? std::vector<size_t>{opts.prompt_bytes} : opts.prompt_mix)
+    bodies.push_back(make_body(opts, chat, bytes));
+  const RequestPlan plan{&opts, std::move(bodies), is_loopback_host(url.host), headers.get()};
 
   BenchResult result;
   result.requests.resize(static_cast<size_t>(opts.requests));
@@ -508,7 +513,7 @@ BenchResult run_bench(const BenchOptions& opts, std::function<void(const std::st
     CurlEasy curl(curl_lib().easy_init());
     for (int i; (i = next.fetch_add(1)) < opts.requests;) {
       auto& r = result.requests[static_cast<size_t>(i)];
-      if (curl) run_one(curl.get(), plan, r);
+      if (curl) run_one(curl.get(), plan, i, r);
       else r.error = "curl_easy_init failed";
       std::lock_guard lock(progress_mu);
       ++done;

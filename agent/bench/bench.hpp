@@ -22,6 +22,10 @@ struct BenchOptions {
   int requests = 10;
   int concurrency = 1;            // simultaneous requests (one thread + connection each)
   size_t prompt_bytes = 256;
+  // Prompt sizes in bytes used in turn, request i (from 0) the (i mod size)-th; empty = every
+  // request prompt_bytes. {256, 256, 256, 16384}: every 4th request brings a long prompt, whose
+  // prefill a batching server computes while the other streams decode.
+  std::vector<size_t> prompt_mix;
   int max_tokens = 30;
   std::string tokens_out;         // token log (jsonl) path; empty = none
   double timeout_s = 120;         // per request

@@ -49,6 +49,12 @@ void register_bench(CLI::App& app, int& exit_code) {
   sub->add_option("-n,--requests", opts->requests, "Requests to send")->capture_default_str();
   sub->add_option("-c,--concurrency", opts->concurrency, "Requests in flight at once")->capture_default_str();
   sub->add_option("--prompt-bytes", opts->prompt_bytes, "Prompt size in bytes")->capture_default_str();
+  sub->add_option("--prompt-mix", opts->prompt_mix,
+                  "Prompt sizes in bytes used in turn, comma-separated (request N gets the (N mod count)-th; "
+                  "overrides --prompt-bytes): 256,256,256,16384 makes every 4th prompt long, whose prefill "
+                  "a batching server computes while the other streams decode")
+      ->delimiter(',')
+      ->check(CLI::Range(size_t{1}, size_t{64} << 20));
   sub->add_option("--max-tokens", opts->max_tokens, "max_tokens of each request")->capture_default_str();
   sub->add_option("--tokens-out", opts->tokens_out, "Write a token log (jsonl, the --tokens jsonl: format)");
   sub->add_option("--timeout", opts->timeout_s, "Per-request timeout, seconds")->capture_default_str();

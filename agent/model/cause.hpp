@@ -27,6 +27,7 @@ enum class Cause : uint8_t {
   kNetwork,
   kAppWait,
   kColdStart,
+  kBatchInterference,
   kUnknown,
   kCount
 };
@@ -67,6 +68,8 @@ inline constexpr std::array<CauseInfo, kCauseCount> kCauses{{
      "the token path was idle by the program's own choice (sleep, batch wait, timer)"},
     {Cause::kColdStart, "cold_start", "cold start", "#44AA99",
      "the first request(s) after start paid one-off initialisation"},
+    {Cause::kBatchInterference, "batch_interference", "batch interference (others' prefill)", "#AA4499",
+     "the engine computed other requests' prefill (or other batch work) in the window: continuous batching stalled this stream"},
     {Cause::kCompute, "compute", "compute (normal work)", "#8C8C8C",
      "the program was running its own code: the normal cost of a token"},
     {Cause::kUnknown, "unknown", "unexplained", "#D9D9D9", "time no probe explains"},

@@ -83,6 +83,15 @@ std::string evidence_phrase(const model::CauseTime& c) {
     case Cause::kAppWait: return str(ev, "syscall");
     case Cause::kSwapReclaim: return str(ev, "kind");
     case Cause::kColdStart: return "first request after start";
+    case Cause::kBatchInterference: {
+      if (str(ev, "request").empty()) return "";
+      const double others = num(ev, "requests") - 1;
+      const std::string size = ev.contains("input_tokens") ? fmt::format("{:.0f} input tokens", num(ev, "input_tokens"))
+                               : num(ev, "input_bytes") < 10240 ? fmt::format("{:.0f} input bytes", num(ev, "input_bytes"))
+                                                                : bytes_text(num(ev, "input_bytes")) + " input";
+      return fmt::format("prefill of {} ({}) for {:.0f} ms{}", str(ev, "request"), size, num(ev, "overlap_ms"),
+                         others > 0 ? fmt::format(", {:.0f} more", others) : "");
+    }
     case Cause::kUnknown: return str(ev, "woken_by").empty() ? "" : "woken by " + str(ev, "woken_by");
     default: return str(ev, "syscall");
   }

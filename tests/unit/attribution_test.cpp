@@ -481,6 +481,174 @@ TEST(Attribution, ColdStartIsTheFirstRequestsOwnWorkNotAWaitBehindANeighbour) {
   EXPECT_EQ(waited.outliers[0].causes[0].evidence["culprit_comm"], "hog");
 }
 
+// Batch interference. Stream A (thread 101) makes a token every 10 ms; one gap lasts 200 ms.
+// Request B (6000 bytes) arrives `b_start_ms` into that gap, or later, and streams 10 tokens.
+//  - kEngine: an engine thread (200) computes both streams' tokens and hands each over (the
+//    token threads wait on a futex it ends): a thread shared between streams.
+//  - kEventLoop: thread 101 computes and sends both streams' tokens itself.
+//  - kDedicated: each stream's own thread computes its tokens (thread per request).
+namespace {
+enum class Shape { kEngine, kEventLoop, kDedicated };
+constexpr uint32_t kEngineTid = 200;
+
+ld::model::Request stream(const char* id, uint64_t start, std::vector<uint64_t> tokens, uint32_t tid, uint64_t input) {
+  ld::model::Request r;
+  r.id = id;
+  r.tgid = 100;
+  r.start_ns = start;
+  r.input_bytes = input;
+  r.token_ns = std::move(tokens);
+  r.token_tid.assign(r.token_ns.size(), tid);
+  return r;
+}
+
+// The token thread waits for each of its tokens (from `from` on) on a futex the engine ends.
+void handed_over(EvidenceStore& store, uint32_t tid, uint64_t from, const std::vector<uint64_t>& tokens) {
+  for (uint64_t t : tokens) {
+    blocked(store, 100, tid, from + kMs / 5, t - kMs / 10, t - kMs / 20, 202, kEngineTid, 100, "engine-loop");
+    from = t;
+  }
+}
+
+ld::model::Report batch_report(Shape shape, uint64_t b_start_ms) {
+  const uint64_t gap_start = 1250 * kMs, gap_end = gap_start + 200 * kMs;
+  std::vector<uint64_t> a_tokens;
+  for (uint64_t t = 1100 * kMs; t <= gap_start; t += 10 * kMs) a_tokens.push_back(t);
+  for (uint64_t t = gap_end; a_tokens.size() < 30; t += 10 * kMs) a_tokens.push_back(t);
+  // B's first token comes with A's next token (the step that finished its prefill), unless it
+  // arrives after A's gap: then its prefill takes a step of its own.
+  const uint64_t b_start = gap_start + b_start_ms * kMs;
+  const uint64_t b_first = b_start < gap_end ? gap_end + kMs / 2 : b_start + 20 * kMs;
+  std::vector<uint64_t> b_tokens;
+  for (uint64_t t = b_first; b_tokens.size() < 10; t += 10 * kMs) b_tokens.push_back(t);
+  const uint32_t b_tid = shape == Shape::kEventLoop ? 101 : 102;
+  ld::model::Timeline timeline;
+  timeline.requests.push_back(stream("100:c1#1", 1000 * kMs, a_tokens, 101, 300));
+  timeline.requests.push_back(stream("100:c2#1", b_start, b_tokens, b_tid, 6000));
+  EvidenceStore store;
+  if (shape == Shape::kEngine) {
+    blocked(store, 100, kEngineTid, 900 * kMs, 901 * kMs, 901 * kMs, 202, 0, 0, "swapper/0");  // it exists
+    handed_over(store, 101, 1000 * kMs, a_tokens);
+    handed_over(store, 102, b_start, b_tokens);
+  } else {
+    auto agg = record<ld_sched_agg>(LD_EV_SCHED_AGG, 100, 101, 1100 * kMs);  // the sched probe ran
+    agg.period_start_ns = 1000 * kMs;
+    add(store, agg);
+  }
+  store.finish();
+  ld::model::Report report = ld::analysis::build_report(timeline, {}, 1000 * kMs, 3000 * kMs, 0);
+  ld::analysis::attribute(report, timeline, nullptr, store, {100}, 0);
+  return report;
+}
+
+double cause_ms(const ld::model::Outlier& o, Cause cause) {
+  for (const auto& c : o.causes)
+    if (c.cause == cause) return c.ms;
+  return 0;
+}
+}  // namespace
+
+TEST(BatchInterference, ASharedEngineComputingAnotherRequestsPrefillIsBatchInterference) {
+  const auto report = batch_report(Shape::kEngine, 5);
+  ASSERT_EQ(report.outliers.size(), 1u);
+  const auto& o = report.outliers[0];
+  EXPECT_EQ(o.request, "100:c1#1");
+  ASSERT_FALSE(o.causes.empty());
+  EXPECT_EQ(o.causes[0].cause, Cause::kBatchInterference);
+  // 195 ms of the engine's compute overlapped B's prefill; the typical token's 10 ms stay compute.
+  EXPECT_NEAR(o.causes[0].ms, 190, 0.5);
+  EXPECT_NEAR(cause_ms(o, Cause::kCompute), 10, 0.5);
+  const auto& ev = o.causes[0].evidence;
+  EXPECT_EQ(ev["request"], "100:c2#1");
+  EXPECT_EQ(ev["input_bytes"], 6000);
+  EXPECT_DOUBLE_EQ(ev["overlap_ms"].get<double>(), 195);
+  EXPECT_EQ(ev["requests"], 1);
+  ASSERT_EQ(ev["interfering"].size(), 1u);
+  EXPECT_EQ(ev["interfering"][0]["request"], "100:c2#1");
+  // No extra code is claimed for what the batch cost, and the typical token is still compute.
+  for (const auto& c : o.causes) {
+    if (c.cause != Cause::kCompute) continue;
+    EXPECT_FALSE(c.evidence.contains("excess_ms")) << c.evidence.dump();
+  }
+  ASSERT_FALSE(report.typical.causes.empty());
+  EXPECT_EQ(report.typical.causes[0].cause, Cause::kCompute);
+}
+
+TEST(BatchInterference, AnEventLoopSendingBothStreamsIsSharedToo) {
+  const auto report = batch_report(Shape::kEventLoop, 5);
+  ASSERT_EQ(report.outliers.size(), 1u);
+  EXPECT_EQ(report.outliers[0].causes[0].cause, Cause::kBatchInterference);
+  EXPECT_NEAR(report.outliers[0].causes[0].ms, 190, 0.5);
+}
+
+TEST(BatchInterference, AStreamsOwnThreadIsNotInterference) {
+  // Thread per request: the same timing, but A's thread computed its own 200 ms.
+  const auto report = batch_report(Shape::kDedicated, 5);
+  ASSERT_EQ(report.outliers.size(), 1u);
+  EXPECT_EQ(report.outliers[0].causes[0].cause, Cause::kCompute);
+  EXPECT_EQ(cause_ms(report.outliers[0], Cause::kBatchInterference), 0);
+}
+
+TEST(BatchInterference, NoOverlappingPrefillNoInterference) {
+  // B arrives after A's slow gap: the engine's 200 ms are A's own compute.
+  const auto report = batch_report(Shape::kEngine, 260);
+  ASSERT_EQ(report.outliers.size(), 1u);
+  EXPECT_EQ(report.outliers[0].causes[0].cause, Cause::kCompute);
+  EXPECT_EQ(cause_ms(report.outliers[0], Cause::kBatchInterference), 0);
+  // It is extra code, and says so.
+  EXPECT_TRUE(report.outliers[0].causes[0].evidence.contains("excess_ms"));
+}
+
+TEST(BatchInterference, AFirstTokenQueuedBehindAnEarlierPrefillIsBatchInterference) {
+  // B's long prompt arrives 5 ms into A's slow gap; C's short one 50 ms in, and waits for B's
+  // step: C's slow first token is B's prefill, B's own slow first token is its own.
+  const uint64_t gap_start = 1250 * kMs, gap_end = gap_start + 200 * kMs;
+  auto tokens_from = [](uint64_t first, size_t n) {
+    std::vector<uint64_t> out;
+    for (uint64_t t = first; out.size() < n; t += 10 * kMs) out.push_back(t);
+    return out;
+  };
+  std::vector<uint64_t> a_tokens = tokens_from(1100 * kMs, 16);
+  for (uint64_t t : tokens_from(gap_end, 14)) a_tokens.push_back(t);
+  ld::model::Timeline timeline;
+  timeline.requests.push_back(stream("100:c1#1", 1080 * kMs, a_tokens, 101, 300));
+  timeline.requests.push_back(stream("100:c2#1", gap_start + 5 * kMs, tokens_from(gap_end + kMs / 2, 10), 102, 6000));
+  timeline.requests.push_back(stream("100:c3#1", gap_start + 50 * kMs, tokens_from(gap_end + kMs, 10), 103, 300));
+  for (uint32_t i = 0; i < 3; ++i) {  // short requests later: the TTFT baseline (20 ms)
+    const uint64_t start = (1700 + 100 * i) * kMs;
+    timeline.requests.push_back(stream(("100:c" + std::to_string(4 + i) + "#1").c_str(), start,
+                                       tokens_from(start + 20 * kMs, 5), 104 + i, 300));
+  }
+  EvidenceStore store;
+  blocked(store, 100, kEngineTid, 900 * kMs, 901 * kMs, 901 * kMs, 202, 0, 0, "swapper/0");
+  for (const auto& r : timeline.requests) handed_over(store, r.token_tid[0], r.start_ns, r.token_ns);
+  store.finish();
+  ld::model::Report report = ld::analysis::build_report(timeline, {}, 1000 * kMs, 3000 * kMs, 0);
+  ld::analysis::attribute(report, timeline, nullptr, store, {100}, 0);
+  const ld::model::Outlier* c_first = nullptr;
+  const ld::model::Outlier* b_first = nullptr;
+  for (const auto& o : report.outliers) {
+    if (o.kind == "ttft" && o.request == "100:c3#1") c_first = &o;
+    if (o.kind == "ttft" && o.request == "100:c2#1") b_first = &o;
+  }
+  ASSERT_NE(c_first, nullptr);
+  EXPECT_EQ(c_first->causes[0].cause, Cause::kBatchInterference);
+  EXPECT_EQ(c_first->causes[0].evidence["request"], "100:c2#1");
+  EXPECT_NEAR(cause_ms(*c_first, Cause::kCompute), c_first->baseline_ms, 0.5);  // its own share stays
+  ASSERT_NE(b_first, nullptr);
+  EXPECT_EQ(cause_ms(*b_first, Cause::kBatchInterference), 0);  // C came after it
+  // A's slow gap overlapped both prompts: B's, the longer overlap, is named; both are listed.
+  size_t gaps = 0;
+  for (const auto& o : report.outliers) {
+    if (o.kind != "tpot") continue;
+    ++gaps;
+    EXPECT_EQ(o.causes[0].cause, Cause::kBatchInterference);
+    EXPECT_EQ(o.causes[0].evidence["request"], "100:c2#1");
+    EXPECT_EQ(o.causes[0].evidence["requests"], 2);
+  }
+  EXPECT_EQ(gaps, 1u);
+}
+
 TEST(LiveWatch, ReportsSlowFirstTokensAndGapsAsTheyHappen) {
   ld::analysis::LiveWatch live(800, 150);
   auto io = [](uint64_t ts, uint8_t dir, uint8_t cls) {

@@ -492,6 +492,26 @@ TEST(BenchLiveExtra, ChatEndpointMaxTokensAndTokenLog) {
   fs::remove(path);
 }
 
+TEST(BenchLiveExtra, PromptMixSendsTheSizesInTurn) {
+  REQUIRE_SAMPLE_SERVER(exe);
+  SampleServer server(*exe, {"--token-ms", "1", "--tokens", "3", "--wire", "llamacpp"});
+  BenchOptions o;
+  o.url = server.url("/v1/completions");
+  o.requests = 4;
+  o.concurrency = 1;
+  o.max_tokens = 3;
+  o.prompt_mix = {100, 3000};
+  BenchResult r = run_bench(o);
+  expect_clean_run(r, 4, 3);
+  // The llama.cpp-style usage event counts the request body: requests 1 and 3 carried the long prompt.
+  ASSERT_TRUE(r.requests[0].prompt_tokens && r.requests[1].prompt_tokens);
+  EXPECT_EQ(r.requests[0].prompt_tokens, r.requests[2].prompt_tokens);
+  EXPECT_EQ(r.requests[1].prompt_tokens, r.requests[3].prompt_tokens);
+  EXPECT_GE(*r.requests[1].prompt_tokens - *r.requests[0].prompt_tokens, 700);  // bytes / 4
+  o.prompt_mix.assign(1025, 10);
+  EXPECT_THROW(run_bench(o), std::invalid_argument);
+}
+
 TEST(BenchLiveExtra, HttpErrorsAndRefusedConnectionsAreRecorded) {
   REQUIRE_SAMPLE_SERVER(exe);
   int closed_port;
