@@ -448,10 +448,24 @@ TEST(RealStack, BatchEngineLongPromptsStallTheOtherStreams) {
   REQUIRE_BPF();
   const Outcome whole = long_prompts_among_streams(
       "llama.cpp-shaped batch_interference (16 KiB prompts arrive while 2 streams decode)", {});
-  expect_cause_on_top(whole, 3, "batch_interference");
-  // The slow gaps name the request whose prompt arrived: a long one.
   std::map<std::string, uint64_t> input;
   for (const auto& r : whole.report["requests"]) input[r.value("id", "")] = r.value("input_bytes", 0);
+  // A long prompt's own first token is its own prefill (compute, or the wait behind another
+  // long prompt): judged apart. Every other outlier is a stream that the prompts stalled.
+  size_t stalled = 0, stalled_hits = 0;
+  for (const auto& out : whole.report["outliers"]) {
+    const std::string top = out["causes"].empty() ? "" : out["causes"][0].value("cause", "");
+    if (out.value("kind", "") == "ttft" && input[out.value("request", "")] >= 16384) {
+      EXPECT_TRUE(top == "compute" || top == "batch_interference") << out.dump(1);
+      continue;
+    }
+    ++stalled;
+    if (top == "batch_interference") ++stalled_hits;
+  }
+  EXPECT_GE(stalled, 3u);
+  EXPECT_GE(stalled_hits * 10, stalled * 9) << whole.report["outliers"].dump(1);
+  EXPECT_TRUE(has_finding(whole.report, "batch_interference")) << whole.report["findings"].dump(1);
+  // The slow gaps name the request whose prompt arrived: a long one.
   size_t named = 0, tpot = 0;
   for (const auto& out : whole.report["outliers"]) {
     if (out.value("kind", "") != "tpot") continue;
