@@ -79,6 +79,7 @@ enum ld_event_type {
 	LD_EV_CPU_FRAMES = 26,  /* struct ld_cpu_frames: a perf sample with its user-space stacks */
 	LD_EV_USTACK = 27,      /* struct ld_ustack: symbolised native user stack (written by user space) */
 	LD_EV_PYSTACK = 28,     /* struct ld_pystack: a Python stack, named (written by user space) */
+	LD_EV_CUDA = 29,        /* struct ld_cuda_call: CUDA API calls of a thread (launches summed) */
 	LD_EV_TYPE_MAX
 };
 
@@ -96,6 +97,7 @@ enum ld_probe_id {
 	LD_PROBE_CGROUP = 8,
 	LD_PROBE_RECLAIM = 9,
 	LD_PROBE_CPUFREQ = 10,
+	LD_PROBE_CUDA = 11,
 	/* bpf/bench_stress.bpf.c: the pipeline benchmark's producer, never in the registry */
 	LD_PROBE_BENCH = 15,
 	LD_PROBE_MAX = 16
@@ -512,6 +514,47 @@ struct ld_gil_wait {
 	ld_u32 _pad;
 };
 
+/* What a CUDA call does to the host thread (struct ld_cuda_call.kind). */
+enum ld_cuda_kind {
+	LD_CUDA_LAUNCH = 1, /* kernel or graph launches and async copies: work queued on the GPU,
+			     * summed per thread: a record per burst (ended by the thread's next
+			     * blocking call, or 5 ms after its first launch, or the recording's end) */
+	LD_CUDA_SYNC = 2,   /* the host waited for the GPU: stream/event/context/device sync */
+	LD_CUDA_MEMCPY = 3, /* a synchronous copy: waits for the GPU's queued work, then copies */
+	LD_CUDA_ALLOC = 4,  /* device memory allocated or freed (cudaFree syncs the device) */
+};
+
+/* The CUDA function (struct ld_cuda_call.api): driver (libcuda) and runtime
+ * (libcudart) entry points.  Names: ld::probes::cuda_api_name(). */
+enum ld_cuda_api {
+	LD_CUDA_API_UNKNOWN = 0,
+	/* driver */
+	LD_CU_LAUNCH_KERNEL = 1, LD_CU_LAUNCH_KERNEL_EX = 2, LD_CU_LAUNCH_COOPERATIVE = 3,
+	LD_CU_GRAPH_LAUNCH = 4, LD_CU_STREAM_SYNCHRONIZE = 5, LD_CU_CTX_SYNCHRONIZE = 6,
+	LD_CU_EVENT_SYNCHRONIZE = 7, LD_CU_MEMCPY_DTOH = 8, LD_CU_MEMCPY_HTOD = 9, LD_CU_MEMCPY = 10,
+	LD_CU_MEMCPY_ASYNC = 11, LD_CU_MEM_ALLOC = 12, LD_CU_MEM_FREE = 13,
+	/* runtime */
+	LD_CUDA_LAUNCH_KERNEL = 32, LD_CUDA_LAUNCH_KERNEL_EXC = 33, LD_CUDA_GRAPH_LAUNCH = 34,
+	LD_CUDA_STREAM_SYNCHRONIZE = 35, LD_CUDA_DEVICE_SYNCHRONIZE = 36, LD_CUDA_EVENT_SYNCHRONIZE = 37,
+	LD_CUDA_MEMCPY = 38, LD_CUDA_MEMCPY_ASYNC = 39, LD_CUDA_MALLOC = 40, LD_CUDA_FREE = 41,
+	LD_CUDA_API_MAX = 64
+};
+
+/* CUDA calls of one thread (probe cuda, uprobes on libcuda/libcudart).  A call
+ * made inside another traced call (the runtime calling the driver) is part of
+ * the outer one: only the outermost is recorded.  hdr.ts_ns = the call's return
+ * (LAUNCH: the last summed call's return). */
+struct ld_cuda_call {
+	struct ld_hdr hdr;
+	ld_u64 start_ns;  /* entry (LAUNCH: the first summed call's entry) */
+	ld_u64 dur_ns;    /* time in the call (LAUNCH: summed over the calls) */
+	ld_u64 arg;       /* SYNC: the stream or event (0: context/device); MEMCPY, ALLOC: bytes */
+	ld_s64 ret;       /* the CUresult/cudaError_t (LAUNCH: of the last call) */
+	ld_u32 count;     /* calls in this record (1 but for LAUNCH) */
+	ld_u16 kind;      /* enum ld_cuda_kind */
+	ld_u16 api;       /* enum ld_cuda_api (LAUNCH: of the last call) */
+};
+
 /* TCP states as in include/net/tcp_states.h (and /proc/net/tcp's "st" column). */
 enum ld_tcp_states {
 	LD_TCP_ESTABLISHED = 1, LD_TCP_SYN_SENT = 2, LD_TCP_SYN_RECV = 3, LD_TCP_FIN_WAIT1 = 4,
@@ -692,6 +735,9 @@ LD_SIZE(ld_pyframe, 128); LD_AT(ld_pyframe, line, 0); LD_AT(ld_pyframe, flags, 4
 LD_AT(ld_pyframe, file, 64);
 LD_SIZE(ld_pystack, 40); LD_AT(ld_pystack, hdr, 0); LD_AT(ld_pystack, stack_id, 24); LD_AT(ld_pystack, depth, 32);
 LD_AT(ld_pystack, flags, 36);
+LD_SIZE(ld_cuda_call, 64); LD_AT(ld_cuda_call, hdr, 0); LD_AT(ld_cuda_call, start_ns, 24);
+LD_AT(ld_cuda_call, dur_ns, 32); LD_AT(ld_cuda_call, arg, 40); LD_AT(ld_cuda_call, ret, 48);
+LD_AT(ld_cuda_call, count, 56); LD_AT(ld_cuda_call, kind, 60); LD_AT(ld_cuda_call, api, 62);
 LD_SIZE(ld_probe_counters, 16); LD_AT(ld_probe_counters, submitted, 0);
 LD_AT(ld_probe_counters, dropped, 8);
 
