@@ -23,8 +23,9 @@
  * meaning, or an enum value that a record carries; then regenerate the golden
  * records trace (tests/unit/golden_records_test.cpp says how) in the same
  * change. */
-#define LD_RECORD_LAYOUT_VERSION 3  /* 2: user-space frames (ld_cpu_frames, ld_ustack, ld_pystack)
-                                     3: ld_sched_agg names the wakers of its short waits */
+#define LD_RECORD_LAYOUT_VERSION 4  /* 2: user-space frames (ld_cpu_frames, ld_ustack, ld_pystack)
+                                     3: ld_sched_agg names the wakers of its short waits
+                                     4: CUDA calls (ld_cuda_call) */
 
 #ifndef __VMLINUX_H__
 #include <stdint.h>

@@ -9,6 +9,7 @@
 
 #include "analysis/syscalls.hpp"
 #include "events.h"
+#include "trace/cuda_api.hpp"
 #include "model/stats.hpp"
 #include "util/search.hpp"
 
@@ -166,6 +167,7 @@ void WindowAccount::add(const WindowAccount& other) {
     for (const auto& [k, v] : theirs.sums) ours.sums[k] += v;
   }
   own_contention_ns += other.own_contention_ns;
+  gil_engine_ns += other.gil_engine_ns;
   own_culprits.insert(other.own_culprits.begin(), other.own_culprits.end());
 }
 
@@ -342,6 +344,47 @@ void Attributor::account_into(WindowAccount& acc, uint32_t tid, uint64_t a, uint
 void Attributor::walk(uint32_t tid, uint64_t a, uint64_t b, Cause running_as, int depth,
                       WindowAccount& acc) const {
   const ThreadEvidence* t = tid ? store_.thread(tid) : nullptr;
+  if (!t || t->cuda.empty()) {
+    walk_threads(t, a, b, running_as, depth, acc);
+    return;
+  }
+  // Time in a CUDA call that waits for the GPU is the GPU's, whether the thread spun on its CPU
+  // (CUDA's default schedule) or slept (blocking sync): the window is split around those calls.
+  uint64_t cursor = a, launches = 0;
+  for_overlapping(t->cuda, cursors_[t->index].cuda, t->longest.cuda, a, b, [](const CudaCall& c) { return c.start_ns; },
+                  [](const CudaCall& c) { return c.end_ns; }, [&](const CudaCall& c) {
+                    if (!c.blocks()) {
+                      launches += c.count;
+                      return;
+                    }
+                    const uint64_t s = std::max(c.start_ns, cursor), e = std::min(c.end_ns, b);
+                    if (e <= s) return;
+                    if (s > cursor) walk_threads(t, cursor, s, running_as, depth, acc);
+                    charge_cuda(*t, c, s, e, depth, acc);
+                    cursor = e;
+                  });
+  if (cursor < b) walk_threads(t, cursor, b, running_as, depth, acc);
+  if (launches && acc.with_evidence) note(acc, Cause::kGpuBusy, 0, {}, {{"launches", static_cast<double>(launches)}});
+}
+
+void Attributor::charge_cuda(const ThreadEvidence& t, const CudaCall& call, uint64_t a, uint64_t b, int depth,
+                             WindowAccount& acc) const {
+  // A device allocation (cudaMalloc of a KV-cache block, cudaFree's implicit sync) is memory
+  // allocation on the token path; every other blocking call waited for the GPU's queue.
+  const Cause cause = call.kind == LD_CUDA_ALLOC ? Cause::kKvAlloc : Cause::kGpuBusy;
+  acc.charge(cause, b - a);
+  if (!acc.with_evidence) return;
+  if (acc.keep_steps && depth == 0) acc.steps.push_back({a, b, std::string(trace::cuda_api_name(call.api))});
+  nlohmann::json strings = {{"api", trace::cuda_api_name(call.api)}, {"thread", t.comm}};
+  if (call.kind == LD_CUDA_ALLOC || call.kind == LD_CUDA_MEMCPY) strings["bytes"] = call.arg;
+  if (cause == Cause::kKvAlloc)
+    note(acc, cause, b - a, std::move(strings), {{"calls", 1}});
+  else
+    note(acc, cause, b - a, std::move(strings), {{"sync_ms", ms(b - a)}, {"syncs", 1}});
+}
+
+void Attributor::walk_threads(const ThreadEvidence* t, uint64_t a, uint64_t b, Cause running_as, int depth,
+                              WindowAccount& acc) const {
   if (!t || !store_.has_sched()) {
     charge_running(t, a, b, running_as, depth, acc);
     return;
@@ -714,10 +757,15 @@ void Attributor::charge_blocked(const ThreadEvidence& t, const OffCpu& off, uint
   //    next one it ended): the producer held the GIL to make the token (an engine thread
   //    running the model's Python, building a buffer), so the wait is its work, split by what
   //    it did; a GIL held by any other thread is contention.
+  //    An engine thread (one that calls CUDA) holds the GIL for the model's Python between its
+  //    launches and syncs: a wait it ends is its work too (its CPU time, its GPU waits), whose
+  //    remedy is the engine's (CUDA graphs, a compiled model, the engine in its own process).
   if (cause == Cause::kGil && depth < kMaxWakerDepth) {
     const uint32_t ender = woken_by_server ? off.waker_tid : next_server_waker(t, off, until);
-    if (ender && is_producer(t.tid, ender) && store_.thread(ender)) {
+    const bool engine = ender && ender != t.tid && store_.uses_cuda(ender);
+    if (ender && (is_producer(t.tid, ender) || engine) && store_.thread(ender)) {
       if (ev) note(acc, Cause::kCompute, 0, {}, {{"handoffs", 1}});
+      if (engine) acc.gil_engine_ns += len;
       walk(ender, a, b, Cause::kCompute, depth + 1, acc);
       return;
     }

@@ -43,6 +43,9 @@ struct WindowAccount {
   // own neighbour: more busy threads than CPUs), and which of its threads held the CPUs.
   uint64_t own_contention_ns = 0;
   std::set<uint32_t> own_culprits;
+  // GIL waits that an engine thread (one that calls CUDA) ended, walked on that thread: kept
+  // without evidence too, for the typical token's facts.
+  uint64_t gil_engine_ns = 0;
   // With keep_steps: what the window's own thread did, piece by piece, in order (not the
   // threads the walk followed).
   struct Step {
@@ -108,7 +111,7 @@ class Attributor {
   // Where the last search of each of a thread's lists ended (ThreadEvidence::index): the next
   // window of the same thread usually starts there. Only speeds searches up; results are the same.
   struct Cursors {
-    size_t offcpu = 0, aggs = 0, syscalls = 0, reclaims = 0, faults = 0, samples = 0, gil_waits = 0;
+    size_t offcpu = 0, aggs = 0, syscalls = 0, reclaims = 0, faults = 0, samples = 0, gil_waits = 0, cuda = 0;
     size_t cgroup_before = 0, cgroup_after = 0;  // into the store's cgroup samples
   };
 
@@ -125,6 +128,12 @@ class Attributor {
   template <class Pred>
   uint32_t next_waker(const ThreadEvidence& t, const OffCpu& off, uint64_t until, Pred wanted) const;
   void walk(uint32_t tid, uint64_t a, uint64_t b, Cause running_as, int depth, WindowAccount& acc) const;
+  // The walk of a window without CUDA waits: running, runnable and blocked pieces in turn.
+  void walk_threads(const ThreadEvidence* t, uint64_t a, uint64_t b, Cause running_as, int depth,
+                    WindowAccount& acc) const;
+  // [a, b] of t inside `call`, a CUDA call that waited (for the GPU, or for an allocation).
+  void charge_cuda(const ThreadEvidence& t, const CudaCall& call, uint64_t a, uint64_t b, int depth,
+                   WindowAccount& acc) const;
   void charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b, Cause running_as, int depth,
                       WindowAccount& acc) const;
   void charge_runnable(const ThreadEvidence& t, const OffCpu& off, uint64_t a, uint64_t b, WindowAccount& acc) const;

@@ -274,6 +274,20 @@ bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
       gil_methods_[rec.tgid] = e->method;
       break;
     }
+    case LD_EV_CUDA: {
+      auto* e = record_as<ld_cuda_call>(rec, size);
+      if (!e || e->kind < LD_CUDA_LAUNCH || e->kind > LD_CUDA_ALLOC || rec.ts_ns < e->start_ns) return false;
+      CudaCall c;
+      c.start_ns = e->start_ns;
+      c.end_ns = rec.ts_ns;
+      c.dur_ns = std::min(e->dur_ns, rec.ts_ns - e->start_ns);
+      c.arg = e->arg;
+      c.count = std::max<uint32_t>(e->count, 1);
+      c.kind = e->kind;
+      c.api = e->api;
+      thread_of(rec).cuda.push_back(c);
+      break;
+    }
     case LD_EV_GIL_WAIT: {
       auto* e = record_as<ld_gil_wait>(rec, size);
       if (!e) return false;
@@ -347,12 +361,14 @@ void EvidenceStore::finish() {
     sort_by(t.faults, [](const Faults& f) { return f.first_ns; });
     sort_by(t.samples, [](const CpuSample& s) { return s.ts_ns; });
     sort_by(t.reclaims, [](const Reclaim& r) { return r.start_ns; });
+    sort_by(t.cuda, [](const CudaCall& c) { return c.start_ns; });
     // The ends as attribution.cpp's searches read them (faults: last fault + 1 ns).
     t.longest.aggs = longest(t.aggs, [](auto& g) { return g.start_ns; }, [](auto& g) { return g.end_ns; });
     t.longest.syscalls = longest(t.syscalls, [](auto& s) { return s.start_ns; }, [](auto& s) { return s.end_ns; });
     t.longest.gil_waits = longest(t.gil_waits, [](auto& g) { return g.start_ns; }, [](auto& g) { return g.end_ns; });
     t.longest.faults = longest(t.faults, [](auto& f) { return f.first_ns; }, [](auto& f) { return f.last_ns + 1; });
     t.longest.reclaims = longest(t.reclaims, [](auto& r) { return r.start_ns; }, [](auto& r) { return r.end_ns; });
+    t.longest.cuda = longest(t.cuda, [](auto& c) { return c.start_ns; }, [](auto& c) { return c.end_ns; });
     for (CpuSample& s : t.samples) {
       if (s.user_mode || s.kstack_id < 0) continue;
       if (auto known = perf_stack_causes.find(s.kstack_id); known != perf_stack_causes.end()) {
@@ -372,6 +388,52 @@ void EvidenceStore::finish() {
   sort_by(tcp_, [](const TcpEvent& e) { return e.ts_ns; });
   sort_by(freq_, [](const FreqSample& f) { return f.ts_ns; });
   std::sort(retransmits_.begin(), retransmits_.end());
+  infer_gpu_queued();
+}
+
+bool CudaCall::blocks() const { return kind == LD_CUDA_SYNC || kind == LD_CUDA_MEMCPY || kind == LD_CUDA_ALLOC; }
+
+// The GPU's queue is not observed (that would take the driver's own counters, or CUPTI): a
+// thread that launched work and then waited for the GPU had work queued from its first launch
+// until that wait returned. Work launched with no wait after it (within the horizon) counts
+// only while it was being launched: an idle GPU is never claimed busy on a guess.
+void EvidenceStore::infer_gpu_queued() {
+  gpu_queued_.clear();
+  for (const auto& [tid, t] : threads_) {
+    if (t.cuda.empty()) continue;
+    auto& spans = gpu_queued_[t.tgid];
+    for (size_t i = 0; i < t.cuda.size(); ++i) {
+      const CudaCall& c = t.cuda[i];
+      if (c.kind != LD_CUDA_LAUNCH) continue;
+      uint64_t end = c.end_ns;
+      for (size_t j = i + 1; j < t.cuda.size() && t.cuda[j].start_ns < c.end_ns + kGpuQueueHorizonNs; ++j) {
+        if (t.cuda[j].kind == LD_CUDA_SYNC || t.cuda[j].kind == LD_CUDA_MEMCPY) {
+          end = t.cuda[j].end_ns;
+          break;
+        }
+      }
+      spans.push_back({c.start_ns, end});
+    }
+  }
+  for (auto& [tgid, spans] : gpu_queued_) {
+    std::sort(spans.begin(), spans.end());
+    std::vector<std::pair<uint64_t, uint64_t>> merged;
+    for (const auto& s : spans) {
+      if (!merged.empty() && s.first <= merged.back().second) merged.back().second = std::max(merged.back().second, s.second);
+      else merged.push_back(s);
+    }
+    spans = std::move(merged);
+  }
+}
+
+bool EvidenceStore::uses_cuda(uint32_t tid) const {
+  const ThreadEvidence* t = thread(tid);
+  return t && !t->cuda.empty();
+}
+
+const std::vector<std::pair<uint64_t, uint64_t>>* EvidenceStore::gpu_queued(uint32_t tgid) const {
+  auto it = gpu_queued_.find(tgid);
+  return it == gpu_queued_.end() ? nullptr : &it->second;
 }
 
 const ThreadEvidence* EvidenceStore::thread(uint32_t tid) const {

@@ -98,6 +98,18 @@ struct Reclaim {
   uint32_t kind = 0;
 };
 
+// CUDA calls of a thread (the cuda probe): launches summed per burst, the rest itemised.
+struct CudaCall {
+  uint64_t start_ns = 0, end_ns = 0;  // LAUNCH: first entry -> last return
+  uint64_t dur_ns = 0;                // time in the calls (LAUNCH: summed)
+  uint64_t arg = 0;                   // SYNC: stream/event; MEMCPY, ALLOC: bytes
+  uint32_t count = 0;
+  uint16_t kind = 0;                  // enum ld_cuda_kind
+  uint16_t api = 0;                   // enum ld_cuda_api
+  // A call the host thread waits in: for the GPU (sync, synchronous copy) or an allocation.
+  bool blocks() const;
+};
+
 // Everything known of one thread, each list sorted by start time after finish().
 struct ThreadEvidence {
   uint32_t tid = 0, tgid = 0;
@@ -110,12 +122,13 @@ struct ThreadEvidence {
   util::BigVector<Faults> faults;
   util::BigVector<CpuSample> samples;
   util::BigVector<Reclaim> reclaims;
+  std::vector<CudaCall> cuda;
   uint64_t migrations = 0;
   // The longest item (end - start) of each list, set by finish(): how far before a window a
   // search must look for items that overlap it. Per list: one 300 ms fsync must not make every
   // window scan 300 ms of short sched periods.
   struct Longest {
-    uint64_t aggs = 0, syscalls = 0, gil_waits = 0, faults = 0, reclaims = 0;
+    uint64_t aggs = 0, syscalls = 0, gil_waits = 0, faults = 0, reclaims = 0, cuda = 0;
   } longest;
 };
 
@@ -164,6 +177,14 @@ class EvidenceStore {
   const std::vector<TcpEvent>& tcp_events() const { return tcp_; }
   const std::vector<FreqSample>& freq_samples() const { return freq_; }
   uint64_t retransmits_between(uint64_t a, uint64_t b) const;
+  // CUDA (the cuda probe): whether a thread called CUDA (an engine thread), and the spans in
+  // which process `tgid` had work queued on the GPU, inferred from its calls: a burst of
+  // launches to the return of the next call that waited for the GPU on the same thread (or to
+  // its last launch, when none followed within kGpuQueueHorizonNs). Sorted, merged.
+  bool has_cuda() const { return !gpu_queued_.empty(); }
+  bool uses_cuda(uint32_t tid) const;
+  const std::vector<std::pair<uint64_t, uint64_t>>* gpu_queued(uint32_t tgid) const;
+  static constexpr uint64_t kGpuQueueHorizonNs = 1'000'000'000;
   const std::vector<std::string>* kstack(uint32_t source, int64_t id) const;
   // The syscall an on-CPU sample's kernel stack is inside ("getrandom", from its
   // __x64_sys_getrandom frame), or "" (user mode, or no syscall frame).
@@ -210,6 +231,8 @@ class EvidenceStore {
   std::vector<TcpEvent> tcp_;
   std::vector<FreqSample> freq_;
   std::vector<uint64_t> retransmits_;
+  std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> gpu_queued_;  // by tgid
+  void infer_gpu_queued();
   uint64_t evidence_records_ = 0;
   bool has_sched_ = false;
   bool has_samples_ = false;

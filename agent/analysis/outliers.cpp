@@ -21,6 +21,32 @@ namespace {
 constexpr double kNsPerMs = 1e6;
 double ms(uint64_t ns) { return static_cast<double>(ns) / kNsPerMs; }
 
+// The part of [a, b] inside `spans` (sorted, merged).
+uint64_t covered_ns(const std::vector<std::pair<uint64_t, uint64_t>>& spans, uint64_t a, uint64_t b) {
+  auto it = std::lower_bound(spans.begin(), spans.end(), a, [](const auto& s, uint64_t t) { return s.second <= t; });
+  uint64_t sum = 0;
+  for (; it != spans.end() && it->first < b; ++it) sum += std::min(b, it->second) - std::max(a, it->first);
+  return sum;
+}
+
+// A GPU engine's slow window: how long the GPU had work queued in it and how long it sat idle
+// (inferred from the CUDA calls, EvidenceStore::gpu_queued). A window whose time went to the CPU
+// side (the engine computing, waiting for a CPU, for the GIL) with the GPU idle says so on its
+// top cause: the GPU waited for the host, not the other way round.
+void note_gpu_queue(model::Outlier& o, const EvidenceStore& store, uint32_t tgid, uint64_t a, uint64_t b) {
+  const auto* queued = store.gpu_queued(tgid);
+  if (!queued || b <= a) return;
+  const uint64_t busy = covered_ns(*queued, a, b);
+  auto round1 = [](double v) { return std::round(v * 10) / 10; };
+  o.facts["gpu_queued_ms"] = round1(ms(busy));
+  o.facts["gpu_idle_ms"] = round1(ms(b - a - busy));
+  if (o.causes.empty()) return;
+  model::CauseTime& top = o.causes.front();
+  if (top.cause == Cause::kGpuBusy || top.cause == Cause::kUnknown) return;
+  if (!top.evidence.is_object()) top.evidence = nlohmann::json::object();
+  top.evidence["gpu_idle_ms"] = round1(ms(b - a - busy));
+}
+
 double mad(std::vector<double> values, double center) { return mad_in_place(values, center); }
 
 // A window to attribute: [a, b] on the thread that sent the token at b.
@@ -521,7 +547,7 @@ void attribute(model::Report& report, const Timeline& timeline, const Timeline* 
     o.duration_ms = ms(w.b - w.a);
     o.baseline_ms = std::round(w.baseline_ms * 1000) / 1000;
     o.tid = w.tid;
-    uint64_t own_ns = 0;
+    uint64_t own_ns = 0, gil_engine_ns = 0;
     size_t own_threads = 0;
     if (report.attributed && w.tid == 0) {
       o.causes = {{Cause::kUnknown, o.duration_ms, 1.0, nlohmann::json::object()}};  // no thread sent it
@@ -549,9 +575,12 @@ void attribute(model::Report& report, const Timeline& timeline, const Timeline* 
       o.activity = activity_of(acc.steps);
       describe_extra_code(o, attributor, w.tid, w.walk_from, w.b, typical_compute_ms);
       own_ns = acc.own_contention_ns;
+      gil_engine_ns = acc.gil_engine_ns;
       own_threads = acc.own_culprits.size();
     }
     o.facts = outlier_facts(store, r, w, w.request == 0, target_start_mono_ns);
+    note_gpu_queue(o, store, r.tgid, w.a, w.b);
+    if (gil_engine_ns) o.facts["gil_engine_ms"] = std::round(ms(gil_engine_ns) * 10) / 10;
     if (own_ns) {  // runnable behind the server's own threads
       o.facts["own_contention_ms"] = std::round(ms(own_ns) * 10) / 10;
       o.facts["own_busy_threads"] = own_threads;
@@ -565,6 +594,7 @@ void attribute(model::Report& report, const Timeline& timeline, const Timeline* 
     report.typical.total_ms = ms(typical_ns);
     report.typical.causes = causes_of(typical_sum, typical_ns);
     report.typical.own_contention_ms = ms(typical_sum.own_contention_ns);
+    report.typical.gil_engine_ms = ms(typical_sum.gil_engine_ns);
     report.typical.own_busy_threads = typical_sum.own_culprits.size();
     for (auto& c : report.typical.causes) c.evidence = nlohmann::json::object();
   }

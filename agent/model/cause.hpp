@@ -28,6 +28,7 @@ enum class Cause : uint8_t {
   kAppWait,
   kColdStart,
   kBatchInterference,
+  kGpuBusy,
   kUnknown,
   kCount
 };
@@ -70,6 +71,8 @@ inline constexpr std::array<CauseInfo, kCauseCount> kCauses{{
      "the first request(s) after start paid one-off initialisation"},
     {Cause::kBatchInterference, "batch_interference", "batch interference (others' prefill)", "#AA4499",
      "the engine computed other requests' prefill (or other batch work) in the window: continuous batching stalled this stream"},
+    {Cause::kGpuBusy, "gpu_busy", "GPU busy (CUDA sync)", "#117733",
+     "the token path waited in CUDA synchronisation while the GPU ran its work"},
     {Cause::kCompute, "compute", "compute (normal work)", "#8C8C8C",
      "the program was running its own code: the normal cost of a token"},
     {Cause::kUnknown, "unknown", "unexplained", "#D9D9D9", "time no probe explains"},

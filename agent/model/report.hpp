@@ -167,6 +167,8 @@ struct Profile {
   uint64_t own_busy_threads = 0;
   std::vector<FrameShare> frames;  // the hottest functions of the typical tokens' samples
   uint64_t frame_samples = 0;
+  // GIL waits whose holder was an engine thread (one that calls CUDA), charged to what it did.
+  double gil_engine_ms = 0;
 };
 
 // TTFT = a*sqrt(input) + b, least squares over the requests with a known input length.

@@ -55,7 +55,8 @@ std::string evidence_phrase(const model::CauseTime& c) {
   switch (c.cause) {
     case Cause::kDiskIo: return join({str(ev, "syscall") + (ev.contains("path") ? " " + str(ev, "path") : "")});
     case Cause::kKvAlloc: {
-      std::vector<std::string> parts{str(ev, "syscall")};
+      std::vector<std::string> parts{str(ev, "syscall"), str(ev, "api")};  // api: a CUDA allocation
+      if (num(ev, "bytes") > 0) parts.push_back(bytes_text(num(ev, "bytes")) + " on the GPU");
       if (num(ev, "mmap_bytes") > 0) parts.push_back(bytes_text(num(ev, "mmap_bytes")) + " mapped");
       if (num(ev, "faults") > 0) parts.push_back(fmt::format("{:.0f} page faults", num(ev, "faults")));
       return join(parts);
@@ -91,6 +92,13 @@ std::string evidence_phrase(const model::CauseTime& c) {
                                                                 : bytes_text(num(ev, "input_bytes")) + " input";
       return fmt::format("prefill of {} ({}) for {:.0f} ms{}", str(ev, "request"), size, num(ev, "overlap_ms"),
                          others > 0 ? fmt::format(", {:.0f} more", others) : "");
+    }
+    case Cause::kGpuBusy: {
+      const double syncs = num(ev, "syncs"), launches = num(ev, "launches");
+      return join({syncs > 1 ? fmt::format("{:.0f} CUDA waits", syncs) : "",
+                   str(ev, "api").empty() ? "" : "in " + str(ev, "api"),
+                   str(ev, "thread").empty() ? "" : "on " + str(ev, "thread"),
+                   launches > 0 ? fmt::format("{:.0f} launches", launches) : ""});
     }
     case Cause::kUnknown: return str(ev, "woken_by").empty() ? "" : "woken by " + str(ev, "woken_by");
     default: return str(ev, "syscall");

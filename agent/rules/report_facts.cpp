@@ -44,6 +44,39 @@ void summary_facts(const model::Report& r, FactSet& facts) {
   }
 }
 
+// A GPU engine's slow tokens (facts from note_gpu_queue and the GIL walk, outliers.cpp): those
+// whose time went to the host side while the GPU sat idle for most of the window, and the GIL
+// waits an engine thread ended.
+struct GpuFacts {
+  static constexpr double kIdleShare = 0.5;
+  uint64_t host_side = 0;
+  double idle_ms = 0, max_idle_ms = 0, gil_engine_ms = 0;
+  bool seen = false;
+
+  static double number(const model::Outlier& o, const char* key) {
+    auto it = o.facts.find(key);
+    return it != o.facts.end() && it->is_number() ? it->get<double>() : 0.0;
+  }
+  void add(const model::Outlier& o) {
+    gil_engine_ms += number(o, "gil_engine_ms");
+    if (!o.facts.contains("gpu_idle_ms")) return;
+    seen = true;
+    const double idle = number(o, "gpu_idle_ms");
+    const bool gpu_on_top = !o.causes.empty() && o.causes.front().cause == model::Cause::kGpuBusy;
+    if (gpu_on_top || idle < kIdleShare * o.duration_ms) return;
+    ++host_side;
+    idle_ms += idle;
+    max_idle_ms = std::max(max_idle_ms, idle);
+  }
+  void set(FactSet& facts) const {
+    facts.set("outliers.gil_engine_ms", gil_engine_ms);
+    if (!seen) return;
+    facts.set("outliers.gpu_idle", host_side);
+    facts.set("outliers.gpu_idle_ms", idle_ms);
+    facts.set("outliers.gpu_idle_max_ms", max_idle_ms);
+  }
+};
+
 // A cause that takes this share of a slow token's window counts for it (cause.C.material), even
 // when another cause took more: a finding for every cause that matters, not only the largest.
 constexpr double kMaterialShare = 0.2;
@@ -56,8 +89,10 @@ void outlier_facts(const model::Report& r, FactSet& facts) {
   std::array<uint64_t, model::kCauseCount> top{}, material{};
   std::array<const model::CauseTime*, model::kCauseCount> strongest{};  // the outlier where C had most ms
   double total_ms = 0, own_ms = 0, own_threads = 0;
+  GpuFacts gpu;
   for (const model::Outlier& o : r.outliers) {
     if (o.kind == "ttft") ++ttft;
+    gpu.add(o);
     if (auto own = o.facts.find("own_contention_ms"); own != o.facts.end() && own->is_number()) own_ms += own->get<double>();
     if (auto n = o.facts.find("own_busy_threads"); n != o.facts.end() && n->is_number())
       own_threads = std::max(own_threads, n->get<double>());
@@ -80,6 +115,7 @@ void outlier_facts(const model::Report& r, FactSet& facts) {
     facts.set("cause.cpu_contention.own_share", own_ms / contention);
     facts.set("cause.cpu_contention.own_threads", own_threads);
   }
+  gpu.set(facts);
   facts.set("outliers.count", r.outliers.size());
   facts.set("outliers.ttft", ttft);
   facts.set("outliers.tpot", r.outliers.size() - ttft);
@@ -106,6 +142,7 @@ void typical_facts(const model::Report& r, FactSet& facts) {
       if (c.cause == model::Cause::kCpuContention) contention = c.ms;
     if (contention > 0) facts.set("typical.cpu_contention.own_share", r.typical.own_contention_ms / contention);
     facts.set("typical.cpu_contention.own_threads", r.typical.own_busy_threads);
+    facts.set("typical.gil.engine_share", r.typical.gil_engine_ms / r.typical.total_ms);
   }
   for (const model::CauseTime& c : r.typical.causes) {
     const std::string prefix = fmt::format("typical.{}.", model::cause_id(c.cause));

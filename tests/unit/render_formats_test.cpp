@@ -156,7 +156,7 @@ TEST(CauseVocabulary, OneTableNamesEveryCauseWithItsOwnColour) {
   const std::vector<std::string_view> contract{"kv_alloc", "cpu_frequency", "gil", "disk_io", "time_wait",
                                                "cpu_contention", "cgroup_throttle", "lock_contention",
                                                "swap_reclaim", "network", "app_wait", "cold_start",
-                                               "batch_interference", "compute",
+                                               "batch_interference", "gpu_busy", "compute",
                                                "unknown"};
   ASSERT_EQ(ids.size(), contract.size());
   for (size_t i = 0; i < contract.size(); ++i) EXPECT_EQ(ld::model::kCauses[i].id, contract[i]);
