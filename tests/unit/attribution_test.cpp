@@ -670,3 +670,116 @@ TEST(LiveWatch, ReportsSlowFirstTokensAndGapsAsTheyHappen) {
   EXPECT_EQ(feed(io(5000 * kMs, LD_DIR_RECV, LD_PC_HTTP_REQUEST)), "");
   EXPECT_EQ(feed(io(5100 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA)), "");
 }
+
+// ---------------------------------------------------------------- CUDA (the cuda probe)
+namespace {
+
+void cuda(EvidenceStore& store, uint32_t tgid, uint32_t tid, uint16_t kind, uint16_t api, uint64_t start, uint64_t end,
+          uint32_t count = 1, uint64_t arg = 0) {
+  auto r = record<ld_cuda_call>(LD_EV_CUDA, tgid, tid, end);
+  r.start_ns = start;
+  r.dur_ns = end - start;
+  r.count = count;
+  r.kind = kind;
+  r.api = api;
+  r.arg = arg;
+  add(store, r);
+}
+
+}  // namespace
+
+TEST(CudaAttribution, ASyncSpunOnTheCpuIsTheGpus) {
+  // CUDA's default schedule spins: the thread never leaves its CPU while it waits.
+  EvidenceStore store;
+  cuda(store, 100, 100, LD_CUDA_LAUNCH, LD_CUDART_LAUNCH_KERNEL, 2 * kMs, 18 * kMs, 24);
+  cuda(store, 100, 100, LD_CUDA_SYNC, LD_CUDART_STREAM_SYNCHRONIZE, 20 * kMs, 80 * kMs);
+  blocked(store, 100, 100, 95 * kMs, 96 * kMs, 96 * kMs, 232, 0, 0, "swapper/0");  // the sched probe saw the thread
+  store.finish();
+  const WindowAccount acc = Attributor(store, {100}).account(100, 0, 100 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kGpuBusy), 60);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCompute), 39);
+  EXPECT_EQ(acc.total_ns(), 100 * kMs);
+  const auto& ev = acc.evidence[static_cast<size_t>(Cause::kGpuBusy)];
+  EXPECT_EQ(ev.strings["api"], "cudaStreamSynchronize");
+  EXPECT_DOUBLE_EQ(ev.sums.at("launches"), 24);
+  EXPECT_DOUBLE_EQ(ev.sums.at("syncs"), 1);
+}
+
+TEST(CudaAttribution, ABlockingSyncIsTheGpusNotALockWait) {
+  // cudaDeviceScheduleBlockingSync: the thread sleeps in the driver (a futex or an ioctl).
+  EvidenceStore store;
+  cuda(store, 100, 100, LD_CUDA_SYNC, LD_CU_CTX_SYNCHRONIZE, 19 * kMs, 81 * kMs);
+  blocked(store, 100, 100, 20 * kMs, 80 * kMs, 80 * kMs, 202, 0, 0, "swapper/0");
+  syscall(store, 100, 100, LD_SYS_FUTEX_WAIT, 20 * kMs, 80 * kMs, 0x7000);
+  store.finish();
+  const WindowAccount acc = Attributor(store, {100}).account(100, 0, 100 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kGpuBusy), 62);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kLockContention), 0);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kAppWait), 0);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCompute), 38);
+}
+
+TEST(CudaAttribution, ADeviceAllocationIsKvAlloc) {
+  EvidenceStore store;
+  cuda(store, 100, 100, LD_CUDA_ALLOC, LD_CUDART_MALLOC, 10 * kMs, 40 * kMs, 1, 1ULL << 30);
+  blocked(store, 100, 100, 95 * kMs, 96 * kMs, 96 * kMs, 232, 0, 0, "swapper/0");
+  store.finish();
+  const WindowAccount acc = Attributor(store, {100}).account(100, 0, 100 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kKvAlloc), 30);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kGpuBusy), 0);
+  EXPECT_EQ(acc.evidence[static_cast<size_t>(Cause::kKvAlloc)].strings["api"], "cudaMalloc");
+}
+
+TEST(CudaAttribution, TheGpuIsQueuedFromALaunchToTheWaitAfterIt) {
+  EvidenceStore store;
+  cuda(store, 100, 101, LD_CUDA_LAUNCH, LD_CUDART_LAUNCH_KERNEL, 10 * kMs, 12 * kMs, 8);
+  cuda(store, 100, 101, LD_CUDA_SYNC, LD_CUDART_STREAM_SYNCHRONIZE, 12 * kMs, 30 * kMs);
+  cuda(store, 100, 101, LD_CUDA_LAUNCH, LD_CUDART_LAUNCH_KERNEL, 100 * kMs, 102 * kMs, 8);  // no wait after it
+  store.finish();
+  ASSERT_TRUE(store.has_cuda());
+  EXPECT_TRUE(store.uses_cuda(101));
+  EXPECT_FALSE(store.uses_cuda(100));
+  const auto* queued = store.gpu_queued(100);
+  ASSERT_NE(queued, nullptr);
+  const std::vector<std::pair<uint64_t, uint64_t>> want{{10 * kMs, 30 * kMs}, {100 * kMs, 102 * kMs}};
+  EXPECT_EQ(*queued, want);
+  EXPECT_EQ(store.gpu_queued(999), nullptr);
+}
+
+TEST(CudaAttribution, AGilWaitTheEngineThreadEndedIsWhatTheEngineDid) {
+  // The event loop (100) waits for the GIL while the engine thread (101) runs the model's Python
+  // and waits for the GPU: the wait is the engine's work, not GIL contention.
+  EvidenceStore store;
+  auto addr = record<ld_gil_addr>(LD_EV_GIL_ADDR, 100, 0, 1);
+  addr.uaddr_lo = 0x5000;
+  addr.uaddr_hi = 0x5008;
+  addr.method = LD_GIL_TAKE_GIL;
+  add(store, addr);
+  blocked(store, 100, 100, 10 * kMs, 60 * kMs, 60 * kMs, 202, 101, 100, "engine");
+  syscall(store, 100, 100, LD_SYS_FUTEX_WAIT, 10 * kMs, 60 * kMs, 0x5000);
+  cuda(store, 100, 101, LD_CUDA_LAUNCH, LD_CUDART_LAUNCH_KERNEL, 5 * kMs, 25 * kMs, 48);
+  cuda(store, 100, 101, LD_CUDA_SYNC, LD_CUDART_STREAM_SYNCHRONIZE, 30 * kMs, 50 * kMs);
+  blocked(store, 100, 101, 90 * kMs, 91 * kMs, 91 * kMs, 232, 0, 0, "swapper/0");
+  store.finish();
+  const WindowAccount acc = Attributor(store, {100}).account(100, 0, 100 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kGil), 0);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kGpuBusy), 20);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCompute), 80);
+  EXPECT_EQ(acc.gil_engine_ns, 50 * kMs);
+}
+
+TEST(CudaAttribution, AGilWaitAnotherPythonThreadEndedStaysGil) {
+  EvidenceStore store;
+  auto addr = record<ld_gil_addr>(LD_EV_GIL_ADDR, 100, 0, 1);
+  addr.uaddr_lo = 0x5000;
+  addr.uaddr_hi = 0x5008;
+  addr.method = LD_GIL_TAKE_GIL;
+  add(store, addr);
+  blocked(store, 100, 100, 10 * kMs, 60 * kMs, 60 * kMs, 202, 102, 100, "metrics");
+  syscall(store, 100, 100, LD_SYS_FUTEX_WAIT, 10 * kMs, 60 * kMs, 0x5000);
+  cuda(store, 100, 101, LD_CUDA_SYNC, LD_CUDART_STREAM_SYNCHRONIZE, 30 * kMs, 50 * kMs);  // the engine, not the holder
+  store.finish();
+  const WindowAccount acc = Attributor(store, {100}).account(100, 0, 100 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kGil), 50);
+  EXPECT_EQ(acc.gil_engine_ns, 0u);
+}
