@@ -1,4 +1,4 @@
-// Root tier, issue 35: client and server side by side with the real agent. `bench` drives the
+// Root tier: client and server side by side with the real agent. `bench` drives the
 // sample server, directly and through a proxy that buffers (a small one in this test, and nginx
 // gzipping the stream where nginx is installed: apt-get install nginx-light); the agent
 // records with --client the bench's token log, and the joined report must put the extra client

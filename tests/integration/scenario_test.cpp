@@ -135,7 +135,7 @@ Outcome run_scenario(const std::string& name, const std::string& cause, Child& s
   return o;
 }
 
-// Issue 5: the rules turn the cause into a finding with a remedy.
+// The rules turn the cause into a finding with a remedy.
 bool has_finding(const json& report, const std::string& cause) {
   for (const auto& f : report.value("findings", json::array()))
     if (f.value("cause", "") == cause && !f.value("remedy", "").empty()) return true;
