@@ -8,9 +8,11 @@
 // Every knob lives in Options and in the kOptionSpecs table below (parsing and --help both come
 // from that table), so fault knobs can be added in one place.
 //
-// Only libc + pthreads: the little JSON needed (top-level "max_tokens") is scanned by hand.
+// Only libc + pthreads: the little JSON needed (top-level "max_tokens") is scanned by hand. With
+// --gpu-lib the batch engine drives a GPU through a CUDA runtime loaded with dlopen() at run time.
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -66,8 +68,8 @@ struct Options {
   bool nagle = false;
   double idle_timeout_s = 60;
   // Fault knobs: each injects one cause of the attribution vocabulary, with ground truth.
-  std::string fault;             // "" | kv_alloc | disk_io | lock | batch | cold_start
-  long fault_every = 10;         // disk_io/batch: every Nth token of the process
+  std::string fault;             // "" | kv_alloc | disk_io | lock | batch | cold_start | gpu_slow | host_stall
+  long fault_every = 10;         // disk_io/batch: every Nth token of the process; gpu_slow/host_stall: Nth step
   double fault_ms = 300;         // lock: hold time; batch: wait; cold_start: init CPU work
   double fault_period_ms = 1000; // lock: the metrics thread takes the lock this often
   long fault_mib = 256;          // kv_alloc/cold_start: MiB touched; disk_io: MiB written per fsync
@@ -87,6 +89,13 @@ struct Options {
   std::string engine;            // "" (each connection computes its own tokens) | batch
   long engine_threads = 2;
   double prefill_chunk_ms = 0;   // batch: prefill at most this much per step (chunked prefill); 0 = all
+  // --gpu-lib: each batch step is a GPU step through the CUDA runtime at that path: the host
+  // prepares the step (--gpu-cpu-ms of CPU), queues --gpu-kernels kernels of --gpu-kernel-us
+  // each and waits for them with cudaStreamSynchronize. Prefill is GPU time in that mode.
+  std::string gpu_lib;
+  double gpu_cpu_ms = 1;
+  long gpu_kernels = 8;
+  double gpu_kernel_us = 2000;
   bool help = false;
 };
 
@@ -172,16 +181,25 @@ const std::vector<OptionSpec>& option_specs() {
        "memory before prefill), disk_io (every --fault-every tokens append 128 KiB records to "
        "--fault-file, fdatasync after each, for --fault-ms), lock (a metrics thread holds the token lock --fault-ms every "
        "--fault-period-ms), batch (every --fault-every tokens wait --fault-ms for a batch that never "
-       "fills), cold_start (the first request initialises: --fault-mib MiB + --fault-ms CPU)",
+       "fills), cold_start (the first request initialises: --fault-mib MiB + --fault-ms CPU), "
+       "gpu_slow (--gpu-lib: every --fault-every steps queue --fault-ms more GPU work, a GPU-bound "
+       "slow step), host_stall (--gpu-lib: every --fault-every steps the engine thread burns "
+       "--fault-ms of CPU before launching, the GPU idle meanwhile: a slow sampler or detokenizer)",
        [](Options& o, const char* v) {
          std::string_view f(v);
-         if (f != "kv_alloc" && f != "disk_io" && f != "lock" && f != "batch" && f != "cold_start") return false;
+         if (f != "kv_alloc" && f != "disk_io" && f != "lock" && f != "batch" && f != "cold_start" &&
+             f != "gpu_slow" && f != "host_stall")
+           return false;
          o.fault = v;
          return true;
        }},
-      {"--fault-every", "N", "tokens between two disk_io/batch faults (default 10)",
+      {"--fault-every", "N",
+       "tokens between two disk_io/batch faults, engine steps between two gpu_slow/host_stall faults "
+       "(default 10)",
        [](Options& o, const char* v) { return parse_long(v, 1, 1000000, o.fault_every); }},
-      {"--fault-ms", "F", "lock hold / batch wait / disk_io logging time / cold-start CPU work, ms (default 300)",
+      {"--fault-ms", "F",
+       "lock hold / batch wait / disk_io logging time / cold-start CPU work / gpu_slow extra GPU "
+       "time / host_stall CPU work, ms (default 300)",
        [](Options& o, const char* v) { return parse_double(v, 0, 1e7, o.fault_ms); }},
       {"--fault-period-ms", "F", "lock: how often the metrics thread takes the lock (default 1000)",
        [](Options& o, const char* v) { return parse_double(v, 1, 1e7, o.fault_period_ms); }},
@@ -218,6 +236,20 @@ const std::vector<OptionSpec>& option_specs() {
        "batch: prefill at most this many ms of work per step, so running streams keep their pace "
        "(chunked prefill; default 0: a whole prefill in one step)",
        [](Options& o, const char* v) { return parse_double(v, 0, 1e7, o.prefill_chunk_ms); }},
+      {"--gpu-lib", "PATH",
+       "batch: run each step on a GPU through the CUDA runtime library at PATH (libcudart.so.12, "
+       "dlopen()ed as PyTorch and ggml load it): --gpu-cpu-ms of host CPU preparing the step, the "
+       "GPU idle meanwhile, then --gpu-kernels cudaLaunchKernel calls back to back, then "
+       "cudaStreamSynchronize; a step takes gpu-cpu-ms + kernels * kernel-us. Prefill is GPU time "
+       "(1 ms of --prefill-* = 1 ms more of the step's kernels); --token-ms and --engine-threads "
+       "are not used (default: none, steps are CPU work)",
+       [](Options& o, const char* v) { o.gpu_lib = v; return !o.gpu_lib.empty(); }},
+      {"--gpu-cpu-ms", "F", "gpu: host CPU per step before its launches, ms (default 1)",
+       [](Options& o, const char* v) { return parse_double(v, 0, 1e7, o.gpu_cpu_ms); }},
+      {"--gpu-kernels", "N", "gpu: kernel launches per step (default 8)",
+       [](Options& o, const char* v) { return parse_long(v, 1, 100000, o.gpu_kernels); }},
+      {"--gpu-kernel-us", "F", "gpu: GPU time of each kernel, microseconds (default 2000)",
+       [](Options& o, const char* v) { return parse_double(v, 1, 1e7, o.gpu_kernel_us); }},
       {"--help", nullptr, "show this help",
        [](Options& o, const char*) { return o.help = true; }},
   };
@@ -236,6 +268,14 @@ void print_help(FILE* out) {
     std::string lhs = std::string(s.name) + (s.metavar ? std::string(" ") + s.metavar : "");
     std::fprintf(out, "  %-24s %s\n", lhs.c_str(), s.help);
   }
+}
+
+// Options that only mean something together: a GPU without the batch engine has no steps to run.
+std::optional<std::string> check_combination(const Options& o) {
+  if (!o.gpu_lib.empty() && o.engine != "batch") return "--gpu-lib needs --engine batch";
+  if ((o.fault == "gpu_slow" || o.fault == "host_stall") && o.gpu_lib.empty())
+    return "--fault " + o.fault + " needs --gpu-lib";
+  return std::nullopt;
 }
 
 // Returns an error message, or nullopt on success. Accepts "--name value" and "--name=value".
@@ -261,7 +301,7 @@ std::optional<std::string> parse_args(int argc, char** argv, Options& o) {
     }
     if (!it->set(o, value.c_str())) return "bad value for " + arg + ": '" + value + "'";
   }
-  return std::nullopt;
+  return check_combination(o);
 }
 
 HeadersAt effective_headers_at(const Options& o) {
@@ -879,6 +919,75 @@ void after_token_work(const Options& o) {
   else if (o.fault == "batch") wait_for_batch(o.fault_ms);
 }
 
+// ------------------------------------------------------------------------------------ GPU
+
+// The CUDA runtime API's types and the two calls a step makes, as cuda_runtime_api.h declares
+// them: the library is called through these, so they must match its ABI.
+struct dim3 {
+  unsigned int x = 1, y = 1, z = 1;
+};
+using cudaStream_t = void*;
+using cudaLaunchKernel_t = int (*)(const void* func, dim3 grid, dim3 block, void** args, size_t shmem,
+                                   cudaStream_t stream);
+using cudaStreamSynchronize_t = int (*)(cudaStream_t stream);
+
+struct CudaRuntime {
+  cudaLaunchKernel_t launch_kernel = nullptr;
+  cudaStreamSynchronize_t stream_synchronize = nullptr;
+};
+CudaRuntime g_cuda;
+
+// Loaded with dlopen(), never linked: real servers get CUDA at run time (PyTorch's wheels,
+// ggml's backend loader), so the library appears in the process after it started, which is
+// what the agent's uprobes have to cope with. Returns an error message, or nullopt.
+std::optional<std::string> load_cuda_runtime(const std::string& path) {
+  void* lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);  // kept open for the process's life
+  if (!lib) return std::string("cannot load ") + path + ": " + ::dlerror();
+  g_cuda.launch_kernel = reinterpret_cast<cudaLaunchKernel_t>(::dlsym(lib, "cudaLaunchKernel"));
+  g_cuda.stream_synchronize = reinterpret_cast<cudaStreamSynchronize_t>(::dlsym(lib, "cudaStreamSynchronize"));
+  if (!g_cuda.launch_kernel || !g_cuda.stream_synchronize)
+    return path + " lacks cudaLaunchKernel or cudaStreamSynchronize";
+  return std::nullopt;
+}
+
+// The kernel's handle: a CUDA runtime takes a host-side stub's address; the stand-in library
+// only needs a stable pointer.
+void decode_kernel_stub() {}
+
+// A failed call is reported once (the first), not per token.
+void report_cuda_error(const char* call, int err) {
+  static std::atomic<bool> reported{false};
+  if (err != 0 && !reported.exchange(true))
+    std::fprintf(stderr, "ld-sample-server: %s returned %d\n", call, err);
+}
+
+// Queues `kernels` kernels that run `total_us` microseconds of GPU time in all (the stand-in
+// runs a kernel gridDim.x microseconds), split evenly, the remainder on the first ones so the sum
+// is exact. Back to back on the default stream: each launch only queues work.
+void launch_kernels(long kernels, uint64_t total_us) {
+  const auto n = static_cast<uint64_t>(kernels);
+  for (uint64_t k = 0; k < n; ++k) {
+    dim3 grid;
+    grid.x = static_cast<unsigned int>(std::max<uint64_t>(1, total_us / n + (k < total_us % n ? 1 : 0)));
+    const dim3 block;
+    void* args[] = {nullptr};
+    report_cuda_error("cudaLaunchKernel", g_cuda.launch_kernel(reinterpret_cast<const void*>(&decode_kernel_stub),
+                                                                grid, block, args, 0, nullptr));
+  }
+}
+
+// One GPU step of the batch engine, llama.cpp's shape: the host prepares the batch and builds
+// the graph on the CPU while the GPU idles, then launches the kernels and waits for them. So a
+// step takes CPU + GPU time, the two never overlapping, which keeps each one's share plain.
+// `extra_gpu_ms` (prefill, a gpu_slow fault) lengthens the kernels: a bigger batch makes every
+// layer slower, not the model deeper.
+void gpu_step(const Options& o, double extra_gpu_ms) {
+  burn_ms(o.gpu_cpu_ms);
+  const double gpu_us = static_cast<double>(o.gpu_kernels) * o.gpu_kernel_us + extra_gpu_ms * 1000;
+  launch_kernels(o.gpu_kernels, static_cast<uint64_t>(std::llround(gpu_us)));
+  report_cuda_error("cudaStreamSynchronize", g_cuda.stream_synchronize(nullptr));
+}
+
 // ------------------------------------------------------------------------------------ batch engine
 
 // One stream of the batch engine: the engine fills `ready`, the connection thread takes from it.
@@ -933,7 +1042,8 @@ class WorkerPool {
 
 class BatchEngine {
  public:
-  explicit BatchEngine(const Options& o) : o_(o), pool_(o.engine_threads) {
+  // GPU steps use no workers: no idle pool threads beside the engine thread.
+  explicit BatchEngine(const Options& o) : o_(o), pool_(o.gpu_lib.empty() ? o.engine_threads : 0) {
     std::thread([this] { loop(); }).detach();
   }
   void submit(std::shared_ptr<Slot> slot) {
@@ -966,8 +1076,12 @@ class BatchEngine {
           decoding = true;
         }
       }
-      if (decoding) work += o_.token_ms;
-      pool_.run(work);
+      if (!o_.gpu_lib.empty()) {
+        run_gpu_step(work);
+      } else {
+        if (decoding) work += o_.token_ms;
+        pool_.run(work);
+      }
       for (auto& s : batch) {
         if (s->prefill_left > 0) continue;
         if (!o_.fault.empty()) after_token_work(o_);
@@ -979,8 +1093,17 @@ class BatchEngine {
       std::erase_if(slots_, [](const auto& s) { return s->tokens <= 0; });
     }
   }
+  // `prefill_ms` of prefill work is GPU time here. The GPU faults count steps, not tokens: a
+  // step is what the GPU runs, whatever the number of streams in it.
+  void run_gpu_step(double prefill_ms) {
+    const bool fault_step = ++gpu_steps_ % static_cast<uint64_t>(o_.fault_every) == 0;
+    if (fault_step && o_.fault == "host_stall") burn_ms(o_.fault_ms);  // before any launch: the GPU idles
+    const double slow_ms = fault_step && o_.fault == "gpu_slow" ? o_.fault_ms : 0;
+    gpu_step(o_, prefill_ms + slow_ms);
+  }
   const Options& o_;
   WorkerPool pool_;
+  uint64_t gpu_steps_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::shared_ptr<Slot>> slots_;
@@ -1247,6 +1370,15 @@ int main(int argc, char** argv) {
                "ld-sample-server: calibration %.0f iterations/ms of CPU "
                "(best of %d x %.0f ms of thread CPU time)\n",
                g_iterations_per_ms, kRuns, kRunMs);
+
+  if (!opts.gpu_lib.empty()) {  // after the neighbour's fork: a CUDA library may start threads
+    if (auto err = load_cuda_runtime(opts.gpu_lib)) {
+      std::fprintf(stderr, "ld-sample-server: %s\n", err->c_str());
+      return 2;
+    }
+    std::fprintf(stderr, "ld-sample-server: GPU steps through %s: %.2f ms CPU, then %ld kernels of %.0f us\n",
+                 opts.gpu_lib.c_str(), opts.gpu_cpu_ms, opts.gpu_kernels, opts.gpu_kernel_us);
+  }
 
   int port = 0;
   int lfd = listen_loopback(opts.port, port, static_cast<int>(opts.listen_backlog));
