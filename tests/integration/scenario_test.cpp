@@ -488,3 +488,72 @@ TEST(RealStack, BatchEngineLongPromptsStallTheOtherStreams) {
   EXPECT_LT(max_tpot_outlier_ms(chunked.report), max_tpot_outlier_ms(whole.report));
   EXPECT_FALSE(has_rule(chunked.report, "batch-interference")) << chunked.report["findings"].dump(1);
 }
+
+// A GPU engine through the stand-in CUDA library (build/fake_cuda: real symbol names, a
+// simulated GPU timeline whose syncs spin on the CPU as CUDA's default schedule does): each
+// engine step is 1 ms of host CPU, 8 launches of 2 ms of GPU work, then cudaStreamSynchronize.
+namespace {
+
+const std::string kFakeCudart = std::string(LD_BUILD_DIR) + "/fake_cuda/libcudart.so.12";
+
+std::vector<std::string> gpu_engine(std::vector<std::string> extra) {
+  std::vector<std::string> flags{"--engine", "batch", "--gpu-lib", kFakeCudart, "--gpu-cpu-ms", "1",
+                                 "--gpu-kernels", "8", "--gpu-kernel-us", "2000"};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return sample_server(flags);
+}
+
+// The outliers' facts say how long the GPU had work queued in each: `idle` for most of it or not.
+size_t outliers_with_gpu(const json& report, bool idle) {
+  size_t n = 0;
+  for (const auto& out : report.value("outliers", json::array())) {
+    const json facts = out.value("facts", json::object());
+    if (!facts.contains("gpu_idle_ms")) continue;
+    const bool mostly_idle = facts.value("gpu_idle_ms", 0.0) >= 0.5 * out.value("duration_ms", 0.0);
+    if (mostly_idle == idle) ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST(RealStack, GpuEngineSlowStepsWaitForTheGpu) {
+  REQUIRE_BPF();
+  Child server(gpu_engine({"--fault", "gpu_slow", "--fault-every", "15", "--fault-ms", "200"}));
+  Outcome o = run_scenario("GPU engine, gpu_busy (every 15th step queues 200 ms more GPU work)", "gpu_busy", server,
+                           [](int port) { load(port, 4, 1, 40); });
+  expect_cause_on_top(o, 3, "gpu_busy");
+  EXPECT_GE(outliers_with_gpu(o.report, /*idle=*/false), o.outliers) << o.report["outliers"].dump(1);
+  EXPECT_FALSE(has_rule(o.report, "gpu-idle-host-side")) << o.report["findings"].dump(1);
+  // The typical token is the GPU's too: 16 ms of GPU work against 1 ms of host CPU a step.
+  EXPECT_GE(typical_share(o.report, "gpu_busy"), 0.6) << o.report["attribution"]["typical"].dump(1);
+}
+
+TEST(RealStack, GpuEngineHostStallLeavesTheGpuIdle) {
+  REQUIRE_BPF();
+  Child server(gpu_engine({"--fault", "host_stall", "--fault-every", "15", "--fault-ms", "200"}));
+  Outcome o = run_scenario("GPU engine, host stall (every 15th step 200 ms of engine CPU, the GPU idle)", "compute",
+                           server, [](int port) { load(port, 4, 1, 40); });
+  EXPECT_GE(o.outliers, 3u);
+  EXPECT_GE(o.accuracy(), 0.9) << o.report["outliers"].dump(1);
+  EXPECT_GE(outliers_with_gpu(o.report, /*idle=*/true) * 10, o.outliers * 9) << o.report["outliers"].dump(1);
+  EXPECT_TRUE(has_rule(o.report, "gpu-idle-host-side")) << o.report["findings"].dump(1);
+  EXPECT_FALSE(has_rule(o.report, "gpu-busy-steps")) << o.report["findings"].dump(1);
+}
+
+// A PyTorch-shaped Python server (tests/target/py_gpu_server.py): FastAPI's event loop streams
+// the tokens one engine thread makes, layer by layer in Python (holding the GIL) with a CUDA
+// launch after each layer, then a sync. The event loop's waits for the GIL are the engine's
+// work: its Python (compute) and its GPU waits, never `gil` with a serialiser's remedy.
+TEST(RealStack, PythonGpuEngineHoldsTheGilForItsForward) {
+  REQUIRE_FASTAPI();
+  Child server({"/usr/bin/python3", std::string(LD_SOURCE_DIR) + "/tests/target/py_gpu_server.py", "--cuda-lib",
+                kFakeCudart, "--gpu-slow-every", "15", "--gpu-slow-ms", "200"});
+  Outcome o = run_scenario("PyTorch-shaped GPU engine, gpu_busy (every 15th forward 200 ms more GPU work)", "gpu_busy",
+                           server, [](int port) { load(port, 4, 2, 30); });
+  expect_cause_on_top(o, 3, "gpu_busy");
+  EXPECT_LT(typical_share(o.report, "gil"), 0.2) << o.report["attribution"]["typical"].dump(1);
+  EXPECT_GE(typical_share(o.report, "compute") + typical_share(o.report, "gpu_busy"), 0.7)
+      << o.report["attribution"]["typical"].dump(1);
+  EXPECT_FALSE(has_rule(o.report, "gil-contention")) << o.report["findings"].dump(1);
+}

@@ -80,7 +80,7 @@ TEST(AuditCli, PartialTreeStillReports) {
   EXPECT_NE(r.err.find("/etc/nginx/nginx.conf:9: unterminated quoted string"), std::string::npos) << r.err;
 }
 
-a --root that is missing, not a directory, unreadable or not a host tree at all is a
+// A --root that is missing, not a directory, unreadable or not a host tree at all is a
 // runtime error with a one-line reason, never an empty audit that passes.
 TEST(AuditCli, MissingOrUnreadableRootExits2WithOneLine) {
   AuditRun missing = audit({"--root", "/nonexistent-ld-root"});

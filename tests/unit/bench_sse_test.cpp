@@ -582,7 +582,7 @@ TEST(BenchLibcurl, AgentBinaryDoesNotLinkLibcurl) {
   EXPECT_EQ(needed.find("libgnutls"), std::string::npos) << needed;
 }
 
-every request carries X-Request-Id (its id in the token log), and the log's start
+// Every request carries X-Request-Id (its id in the token log), and the log's start
 // line has the client's local port, which the server sees as the peer port: what joins the log
 // to the server's requests exactly. A one-shot server in the test checks both from the other end.
 TEST(BenchLiveExtra, SendsItsRequestIdAndLogsItsPort) {

@@ -1,4 +1,4 @@
-client and server side by side. A client's token log joined per request to the
+// Client and server side by side. A client's token log joined per request to the
 // server's requests (analysis/client_join.hpp), on synthetic timelines: the join itself (by the
 // client's port, or by time behind a proxy), the split of the client's TTFT into before the
 // server / the server / after it, the bunched tokens of a buffering proxy, and the finding.

@@ -1,4 +1,4 @@
-one definitions layer. Every definition (TTFT, TPOT per token, ITL per chunk, mean
+// One definitions layer. Every definition (TTFT, TPOT per token, ITL per chunk, mean
 // TPOT per request, TPOT with the first token, E2E) in the report's JSON, checked against numbers
 // computed by hand (tests/data/definitions/expected.json says how), and stated in every format.
 #include <fstream>

@@ -506,7 +506,7 @@ TEST(Timeline, EmptyInput) {
 
 }  // namespace
 
-the peer port is the client's (joins a client's token log exactly), and a send that
+// The peer port is the client's (joins a client's token log exactly), and a send that
 // carried several SSE events keeps its event count (TPOT per token vs ITL per chunk).
 TEST(Timeline, RequestsKeepTheClientPortAndTheEventsPerSend) {
   Stream s;
