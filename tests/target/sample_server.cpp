@@ -968,7 +968,8 @@ void launch_kernels(long kernels, uint64_t total_us) {
   const auto n = static_cast<uint64_t>(kernels);
   for (uint64_t k = 0; k < n; ++k) {
     dim3 grid;
-    grid.x = static_cast<unsigned int>(std::max<uint64_t>(1, total_us / n + (k < total_us % n ? 1 : 0)));
+    const uint64_t us = total_us / n + (k < total_us % n ? 1 : 0);
+    grid.x = static_cast<unsigned int>(std::clamp<uint64_t>(us, 1, UINT32_MAX));  // gridDim.x is 32 bits
     const dim3 block;
     void* args[] = {nullptr};
     report_cuda_error("cudaLaunchKernel", g_cuda.launch_kernel(reinterpret_cast<const void*>(&decode_kernel_stub),

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -564,6 +565,121 @@ TEST(SampleServerLive, HealthKeepAliveAndMalformedRequests) {
   std::string ok = raw_exchange(server.port(),
                                 "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(ok.rfind("HTTP/1.1 200", 0), 0u) << ok;
+}
+
+// ------------------------------------------------------------------------------------ GPU targets
+
+namespace {
+
+// The stand-in CUDA runtime (tests/workloads/fake_cuda, target ld_fake_cudart).
+std::optional<fs::path> find_fake_cudart() {
+#ifdef LD_BUILD_DIR
+  const fs::path p = fs::path(LD_BUILD_DIR) / "fake_cuda" / "libcudart.so.12";
+  if (::access(p.c_str(), R_OK) == 0) return p;
+#endif
+  return std::nullopt;
+}
+
+#define REQUIRE_FAKE_CUDA(var)                                                   \
+  auto var = find_fake_cudart();                                                 \
+  if (!var)                                                                      \
+    GTEST_SKIP() << "fake_cuda/libcudart.so.12 not found in the build directory " \
+                    "(build the ld_fake_cudart target)"
+
+// One request alone (no other stream in its steps), `tokens` long: the gaps between its tokens, ms.
+std::vector<double> lone_request_gaps(const std::string& url, int tokens) {
+  BenchOptions o;
+  o.url = url;
+  o.requests = 1;
+  o.max_tokens = tokens;
+  o.timeout_s = 30;
+  BenchResult r = run_bench(o);
+  expect_clean_run(r, 1, tokens);
+  std::vector<double> gaps;
+  const auto& t = r.requests.at(0).token_mono_ns;
+  for (size_t i = 1; i < t.size(); ++i) gaps.push_back(static_cast<double>(t[i] - t[i - 1]) / 1e6);
+  return gaps;
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// With one stream, step k makes token k (from 1): a fault every 4th step lengthens the gaps that
+// end at tokens 4, 8 and 12, gaps 2, 6 and 10 from 0. The simulated GPU's timeline and the burnt
+// CPU both take at least their length in wall time, but a gap is measured at the client: the
+// token before it may arrive late (its connection thread preempted), which moves time from the
+// slow gap to the one before. So a slow gap needs half the fault, and with the gap before it
+// (two steps) the whole fault; the typical gap stays under a quarter of it.
+void expect_every_fourth_step_slower(const std::vector<double>& gaps, double fault_ms) {
+  std::string all;
+  for (double g : gaps) all += std::to_string(static_cast<int>(std::lround(g))) + " ";
+  ASSERT_EQ(gaps.size(), 11u) << all;
+  for (size_t i : {2u, 6u, 10u}) {
+    EXPECT_GE(gaps[i], fault_ms / 2) << "gap " << i << " of " << all;
+    EXPECT_GE(gaps[i - 1] + gaps[i], fault_ms) << "gaps " << i - 1 << "-" << i << " of " << all;
+  }
+  EXPECT_LT(median_of(gaps), fault_ms / 4) << all;
+}
+
+}  // namespace
+
+TEST(SampleServerGpu, BatchStepsRunOnTheStandInGpu) {
+  REQUIRE_SAMPLE_SERVER(exe);
+  REQUIRE_FAKE_CUDA(cudart);
+  SampleServer server(*exe, {"--engine", "batch", "--gpu-lib", cudart->string(), "--gpu-cpu-ms", "1",
+                             "--gpu-kernels", "4", "--gpu-kernel-us", "1000", "--prefill-ms-per-kb", "4"});
+  BenchOptions o;
+  o.url = server.url();
+  o.requests = 4;
+  o.concurrency = 2;
+  o.max_tokens = 8;
+  o.timeout_s = 30;
+  BenchResult r = run_bench(o);
+  expect_clean_run(r, 4, 8);
+  // A step is 1 ms of CPU and 4 ms of kernels; the kernels alone are wall time on the simulated
+  // GPU whatever the host's load, so they bound the typical gap from below.
+  EXPECT_GE(r.tpot_median_ms, 4.0);
+  EXPECT_EQ(WEXITSTATUS(server.stop()), 0);
+}
+
+TEST(SampleServerGpu, GpuSlowAndHostStallSlowEveryNthStep) {
+  REQUIRE_SAMPLE_SERVER(exe);
+  REQUIRE_FAKE_CUDA(cudart);
+  for (const char* fault : {"gpu_slow", "host_stall"}) {
+    SCOPED_TRACE(fault);
+    SampleServer server(*exe, {"--engine", "batch", "--gpu-lib", cudart->string(), "--gpu-cpu-ms", "0.5",
+                               "--gpu-kernels", "4", "--gpu-kernel-us", "1000", "--fault", fault,
+                               "--fault-every", "4", "--fault-ms", "60"});
+    expect_every_fourth_step_slower(lone_request_gaps(server.url(), 12), 60);
+  }
+}
+
+TEST(SampleServerGpu, GpuOptionsNeedTheBatchEngineAndALibrary) {
+  REQUIRE_SAMPLE_SERVER(exe);
+  const std::string server = exe->string();
+  EXPECT_NE(std::system((server + " --gpu-lib /nonexistent >/dev/null 2>&1").c_str()), 0);
+  EXPECT_NE(std::system((server + " --engine batch --fault gpu_slow >/dev/null 2>&1").c_str()), 0);
+  EXPECT_NE(std::system((server + " --engine batch --gpu-lib /nonexistent/libcudart.so.12 >/dev/null 2>&1").c_str()), 0);
+}
+
+TEST(PyGpuServerLive, ForwardsOnTheStandInGpuAndSlowForwards) {
+  REQUIRE_FAKE_CUDA(cudart);
+  if (std::system("/usr/bin/python3 -c 'import fastapi, uvicorn' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "/usr/bin/python3 lacks fastapi or uvicorn (python3-fastapi, python3-uvicorn)";
+  const std::string script = std::string(LD_TEST_DATA_DIR) + "/../target/py_gpu_server.py";
+  SampleServer server("/usr/bin/python3", {script, "--cuda-lib", cudart->string(), "--layers", "8",
+                                           "--layer-python-us", "50", "--kernel-us", "500",
+                                           "--gpu-slow-every", "4", "--gpu-slow-ms", "60"});
+  expect_every_fourth_step_slower(lone_request_gaps(server.url(), 12), 60);
+  BenchOptions o;
+  o.url = server.url("/v1/chat/completions");
+  o.requests = 4;
+  o.concurrency = 2;
+  o.max_tokens = 5;
+  o.timeout_s = 30;
+  expect_clean_run(run_bench(o), 4, 5);
 }
 
 // The agent runs as root beside a production server: it must not carry the HTTP client's
