@@ -526,7 +526,7 @@ enum ld_cuda_kind {
 };
 
 /* The CUDA function (struct ld_cuda_call.api): driver (libcuda) and runtime
- * (libcudart) entry points.  Names: ld::probes::cuda_api_name(). */
+ * (libcudart) entry points.  Names: ld::trace::cuda_api_name() (agent/trace/cuda_api.hpp). */
 enum ld_cuda_api {
 	LD_CUDA_API_UNKNOWN = 0,
 	/* driver */

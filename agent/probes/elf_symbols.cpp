@@ -42,28 +42,46 @@ std::optional<uint64_t> vaddr_to_offset(Elf* elf, uint64_t vaddr) {
   return std::nullopt;
 }
 
-std::optional<ElfSymbol> search_table(Elf* elf, Elf_Scn* scn, const GElf_Shdr& sh,
-                                      const std::string& name) {
+// The symbol's code as an ElfSymbol; nullopt for an import (undefined: not the code) or an
+// address no segment holds.
+std::optional<ElfSymbol> defined_symbol(Elf* elf, const GElf_Shdr& sh, const GElf_Sym& sym) {
+  if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) return std::nullopt;
+  auto off = vaddr_to_offset(elf, sym.st_value);
+  if (!off) return std::nullopt;
+  ElfSymbol out;
+  out.value = sym.st_value;
+  out.size = sym.st_size;
+  out.file_offset = *off;
+  out.local = GELF_ST_BIND(sym.st_info) == STB_LOCAL;
+  out.dynamic = sh.sh_type == SHT_DYNSYM;
+  return out;
+}
+
+// Calls take(name, symbol) for each defined symbol of a symbol table whose name is wanted(name),
+// until take returns true. The name is asked first: resolving every symbol would be wasted.
+template <typename Wanted, typename Take>
+void scan_table(Elf* elf, Elf_Scn* scn, const GElf_Shdr& sh, Wanted&& wanted, Take&& take) {
   Elf_Data* data = elf_getdata(scn, nullptr);
-  if (!data || !sh.sh_entsize) return std::nullopt;
+  if (!data || !sh.sh_entsize) return;
   size_t count = sh.sh_size / sh.sh_entsize;
   for (size_t i = 0; i < count; ++i) {
     GElf_Sym sym;
     if (!gelf_getsym(data, static_cast<int>(i), &sym)) continue;
-    if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;  // an import, not the code
     const char* sname = elf_strptr(elf, sh.sh_link, sym.st_name);
-    if (!sname || name != sname) continue;
-    auto off = vaddr_to_offset(elf, sym.st_value);
-    if (!off) continue;
-    ElfSymbol out;
-    out.value = sym.st_value;
-    out.size = sym.st_size;
-    out.file_offset = *off;
-    out.local = GELF_ST_BIND(sym.st_info) == STB_LOCAL;
-    out.dynamic = sh.sh_type == SHT_DYNSYM;
-    return out;
+    if (!sname || !wanted(sname)) continue;
+    auto found = defined_symbol(elf, sh, sym);
+    if (found && take(sname, *found)) return;
   }
-  return std::nullopt;
+}
+
+// Calls scan on each section of `type` (SHT_SYMTAB, SHT_DYNSYM) with its header.
+template <typename Scan>
+void for_each_table(Elf* elf, Elf64_Word type, Scan&& scan) {
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf, scn))) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) && sh.sh_type == type) scan(scn, sh);
+  }
 }
 
 std::string basename_of(const std::string& path) {
@@ -82,14 +100,33 @@ std::optional<ElfSymbol> find_elf_symbol(const std::string& path, const std::str
   if (!file.elf || elf_kind(file.elf) != ELF_K_ELF) return std::nullopt;
   // .symtab first: it also has the local symbols (take_gil is static in ceval_gil.c).
   for (Elf64_Word type : {SHT_SYMTAB, SHT_DYNSYM}) {
-    Elf_Scn* scn = nullptr;
-    while ((scn = elf_nextscn(file.elf, scn))) {
-      GElf_Shdr sh;
-      if (!gelf_getshdr(scn, &sh) || sh.sh_type != type) continue;
-      if (auto sym = search_table(file.elf, scn, sh, name)) return sym;
-    }
+    std::optional<ElfSymbol> out;
+    for_each_table(file.elf, type, [&](Elf_Scn* scn, const GElf_Shdr& sh) {
+      if (out) return;
+      auto wanted = [&](const char* sname) { return name == sname; };
+      scan_table(file.elf, scn, sh, wanted, [&](const char*, const ElfSymbol& sym) {
+        out = sym;
+        return true;
+      });
+    });
+    if (out) return out;
   }
   return std::nullopt;
+}
+
+std::map<std::string, ElfSymbol> find_dynamic_symbols(const std::string& path,
+                                                      const std::set<std::string>& names) {
+  std::map<std::string, ElfSymbol> out;
+  ElfFile file(path);
+  if (!file.elf || elf_kind(file.elf) != ELF_K_ELF) return out;
+  for_each_table(file.elf, SHT_DYNSYM, [&](Elf_Scn* scn, const GElf_Shdr& sh) {
+    auto wanted = [&](const char* sname) { return names.count(sname) > 0; };
+    scan_table(file.elf, scn, sh, wanted, [&](const char* sname, const ElfSymbol& sym) {
+      out.emplace(sname, sym);
+      return out.size() == names.size();
+    });
+  });
+  return out;
 }
 
 std::vector<ElfLoad> elf_loads(const std::string& path) {

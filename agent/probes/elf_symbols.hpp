@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,11 @@ struct ElfSymbol {
 // Looks `name` up among the DEFINED symbols of .symtab, then .dynsym (undefined imports are
 // skipped). nullopt when the file is not ELF, has no such symbol or cannot be read.
 std::optional<ElfSymbol> find_elf_symbol(const std::string& path, const std::string& name);
+// The DEFINED exported symbols (.dynsym only) of `path` among `names`, by name, in one pass over
+// the table (a driver library exports thousands): what a stripped shared library still has.
+// Names it lacks are absent; empty when the file is not ELF or cannot be read.
+std::map<std::string, ElfSymbol> find_dynamic_symbols(const std::string& path,
+                                                      const std::set<std::string>& names);
 
 // A PT_LOAD segment of an ELF file: how its bytes are placed in memory.
 struct ElfLoad {

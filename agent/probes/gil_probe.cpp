@@ -28,6 +28,7 @@
 #include "probes/elf_symbols.hpp"
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
+#include "probes/process_search.hpp"
 #include "util/files.hpp"
 
 namespace ld::probes {
@@ -40,12 +41,8 @@ constexpr size_t kWordsOfOneGil = 3;            // condvar's 2 alternating words
 constexpr uint64_t kRearmWindowNs = 2 * kSec;
 constexpr uint64_t kFirstIdleNs = 30 * kSec;
 constexpr uint64_t kMaxIdleNs = 600 * kSec;
-// A child may exec python after the fork: look again at the first ticks 1, 3, 7 and 10 s
-// after a process is first seen (each look reads its /proc/PID/maps: ~0.1 ms of
-// agent CPU, in the same wake-up as the other probes' work of the read interval, which a
-// server thread waits out).
+// A child may exec python after the fork: looked at again (process_search.hpp) until then.
 constexpr uint64_t kSearchForNs = 10 * kSec;    // the last look
-constexpr uint64_t kFirstSearchAgainNs = 1 * kSec;  // then twice as long each time
 constexpr uint64_t kLearningTickNs = kSec / 10;
 constexpr size_t kMaxProcs = 256;
 
@@ -136,25 +133,13 @@ class GilProbe : public Probe {
   uint64_t user_records() const override { return user_records_; }
 
   std::string detail() const override {
-    std::string out = "futex tracepoints on learned GIL words";
-    size_t shown = 0;
-    for (const auto& [tgid, p] : procs_) {
-      if (shown++ == 4) {
-        out += fmt::format("; +{} more", procs_.size() - 4);
-        break;
-      }
-      out += fmt::format("; pid {}: {}", tgid, describe(p));
-    }
-    return out;
+    return per_process_detail("futex tracepoints on learned GIL words", procs_,
+                              [&](const Proc& p) { return describe(p); });
   }
 
  private:
   void track(uint32_t tgid, uint64_t now) {
-    if (procs_.count(tgid) || procs_.size() >= kMaxProcs) return;
-    Proc& p = procs_[tgid];
-    p.tgid = tgid;
-    p.added_ns = now;
-    search(p, now);
+    if (Proc* p = add_process(procs_, tgid, now, kMaxProcs)) search(*p, now);
   }
 
   // Finds the Python runtime in the process's mappings and arms the learning uprobes.
@@ -168,8 +153,7 @@ class GilProbe : public Probe {
     if (!rt) {
       p.phase = now - p.added_ns < kSearchForNs ? Phase::Searching : Phase::NoPython;
       // The last look at the window's end: until then the agent keeps CAP_SYS_ADMIN for it.
-      p.next_search_ns = std::min(now + (kFirstSearchAgainNs << std::min<uint32_t>(p.searches++, 4)),
-                                  p.added_ns + kSearchForNs);
+      p.next_search_ns = next_look_ns(now, p.searches, p.added_ns + kSearchForNs);
       return;
     }
     p.rt = *rt;
@@ -216,14 +200,9 @@ class GilProbe : public Probe {
   void clear_intake(uint32_t tgid) {
     int fd = bpf_map__fd(skel_->maps.ld_gil_intake);
     std::vector<uint32_t> stale;
-    uint32_t key, next;
-    uint32_t* prev = nullptr;
-    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-      if (access(fmt::format("/proc/{}/task/{}", tgid, next).c_str(), F_OK) == 0)
-        stale.push_back(next);
-      key = next;
-      prev = &key;
-    }
+    for_each_map_key<uint32_t>(fd, [&](uint32_t tid) {
+      if (access(fmt::format("/proc/{}/task/{}", tgid, tid).c_str(), F_OK) == 0) stale.push_back(tid);
+    });
     for (uint32_t tid : stale) bpf_map_delete_elem(fd, &tid);
   }
 
@@ -262,15 +241,11 @@ class GilProbe : public Probe {
   // New words in ld_gil_addrs -> one ld_gil_addr record each.
   void report_new_words(uint64_t now, const EmitFn& emit) {
     int fd = bpf_map__fd(skel_->maps.ld_gil_addrs);
-    ld_gil_key key{}, next{};
-    ld_gil_key* prev = nullptr;
-    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-      key = next;
-      prev = &key;
+    for_each_map_key<ld_gil_key>(fd, [&](const ld_gil_key& key) {
       uint32_t method = 0;
-      if (bpf_map_lookup_elem(fd, &key, &method)) continue;
+      if (bpf_map_lookup_elem(fd, &key, &method)) return;
       auto it = procs_.find(key.tgid);
-      if (it == procs_.end() || !it->second.words.insert(key.uaddr).second) continue;
+      if (it == procs_.end() || !it->second.words.insert(key.uaddr).second) return;
       if (it->second.words.size() == 1) it->second.first_word_ns = now;
       ld_gil_addr rec{};
       rec.hdr.type = LD_EV_GIL_ADDR;
@@ -282,19 +257,15 @@ class GilProbe : public Probe {
       rec.method = method;
       emit(rec.hdr, sizeof(rec));
       ++user_records_;
-    }
+    });
   }
 
   // Short waits still summed in the kernel, one record per thread.
   void flush_aggregates(const EmitFn& emit) {
     int fd = bpf_map__fd(skel_->maps.ld_gil_aggs);
-    uint32_t key, next;
-    uint32_t* prev = nullptr;
-    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-      key = next;
-      prev = &key;
+    for_each_map_key<uint32_t>(fd, [&](uint32_t key) {
       ld_gil_agg a{};
-      if (bpf_map_lookup_elem(fd, &key, &a) || !a.count) continue;
+      if (bpf_map_lookup_elem(fd, &key, &a) || !a.count) return;
       ld_gil_wait rec{};
       rec.hdr.type = LD_EV_GIL_WAIT;
       rec.hdr.size = sizeof(rec);
@@ -310,7 +281,7 @@ class GilProbe : public Probe {
       rec.kind = LD_GIL_WAIT_AGG;
       emit(rec.hdr, sizeof(rec));
       ++user_records_;
-    }
+    });
   }
 
   std::string describe(const Proc& p) const {

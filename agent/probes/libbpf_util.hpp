@@ -1,6 +1,8 @@
 // Small libbpf helpers shared by the probe loaders: RAII deleters and error translation.
 #pragma once
 
+#include <bpf/bpf.h>
+
 #include <string>
 
 #include "probes/probe_session.hpp"
@@ -16,6 +18,19 @@ struct SkelDeleter {
 };
 template <typename Skel, void (*Destroy)(Skel*)>
 using SkelPtr = std::unique_ptr<Skel, SkelDeleter<Skel, Destroy>>;
+
+// Calls fn(key) for each key of the map `fd`, in the map's order. fn may look entries up, not
+// delete them (the walk would restart).
+template <typename Key, typename Fn>
+void for_each_map_key(int fd, Fn&& fn) {
+  Key key{}, next{};
+  Key* prev = nullptr;
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    key = next;
+    prev = &key;
+    fn(static_cast<const Key&>(key));
+  }
+}
 
 // Turns a libbpf error into ProbeError (permission: the whole session fails, with the fix)
 // or ProbeUnavailable (this probe cannot run here). `step` is "loading", "attaching", ...

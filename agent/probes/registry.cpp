@@ -15,6 +15,7 @@ std::unique_ptr<Probe> make_tcp_probe();
 std::unique_ptr<Probe> make_cgroup_probe();
 std::unique_ptr<Probe> make_reclaim_probe();
 std::unique_ptr<Probe> make_cpufreq_probe();
+std::unique_ptr<Probe> make_cuda_probe();
 
 const std::vector<ProbeInfo>& probe_registry() {
   static const std::vector<ProbeInfo> registry{
@@ -29,6 +30,8 @@ const std::vector<ProbeInfo>& probe_registry() {
       {"cgroup", LD_PROBE_CGROUP, "CFS throttling and memory limits of the target's cgroup", true, make_cgroup_probe},
       {"reclaim", LD_PROBE_RECLAIM, "direct reclaim and compaction stalls", true, make_reclaim_probe},
       {"cpufreq", LD_PROBE_CPUFREQ, "CPU frequency (power:cpu_frequency or sysfs)", true, make_cpufreq_probe},
+      // In the default set: on a target without CUDA it attaches nothing and costs nothing.
+      {"cuda", LD_PROBE_CUDA, "CUDA launches (summed per burst), GPU syncs, copies, allocations (uprobes on libcuda/libcudart)", true, make_cuda_probe},
   };
   return registry;
 }

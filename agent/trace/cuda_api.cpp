@@ -1,45 +1,41 @@
 #include "trace/cuda_api.hpp"
 
+#include <fmt/format.h>
+
 #include "events.h"
 
 namespace ld::trace {
 
-const std::vector<CudaEntry>& cuda_entries() {
-  static const std::vector<CudaEntry> entries{
-      {LD_CU_LAUNCH_KERNEL, LD_CUDA_LAUNCH, false, "cuLaunchKernel"},
-      {LD_CU_LAUNCH_KERNEL_EX, LD_CUDA_LAUNCH, false, "cuLaunchKernelEx"},
-      {LD_CU_LAUNCH_COOPERATIVE, LD_CUDA_LAUNCH, false, "cuLaunchCooperativeKernel"},
-      {LD_CU_GRAPH_LAUNCH, LD_CUDA_LAUNCH, false, "cuGraphLaunch"},
-      {LD_CU_STREAM_SYNCHRONIZE, LD_CUDA_SYNC, false, "cuStreamSynchronize"},
-      {LD_CU_CTX_SYNCHRONIZE, LD_CUDA_SYNC, false, "cuCtxSynchronize"},
-      {LD_CU_EVENT_SYNCHRONIZE, LD_CUDA_SYNC, false, "cuEventSynchronize"},
-      {LD_CU_MEMCPY_DTOH, LD_CUDA_MEMCPY, false, "cuMemcpyDtoH_v2"},
-      {LD_CU_MEMCPY_HTOD, LD_CUDA_MEMCPY, false, "cuMemcpyHtoD_v2"},
-      {LD_CU_MEMCPY, LD_CUDA_MEMCPY, false, "cuMemcpy"},
-      {LD_CU_MEMCPY_ASYNC, LD_CUDA_LAUNCH, false, "cuMemcpyAsync"},
-      {LD_CU_MEM_ALLOC, LD_CUDA_ALLOC, false, "cuMemAlloc_v2"},
-      {LD_CU_MEM_FREE, LD_CUDA_ALLOC, false, "cuMemFree_v2"},
-      {LD_CUDART_LAUNCH_KERNEL, LD_CUDA_LAUNCH, true, "cudaLaunchKernel"},
-      {LD_CUDART_LAUNCH_KERNEL_EXC, LD_CUDA_LAUNCH, true, "cudaLaunchKernelExC"},
-      {LD_CUDART_GRAPH_LAUNCH, LD_CUDA_LAUNCH, true, "cudaGraphLaunch"},
-      {LD_CUDART_STREAM_SYNCHRONIZE, LD_CUDA_SYNC, true, "cudaStreamSynchronize"},
-      {LD_CUDART_DEVICE_SYNCHRONIZE, LD_CUDA_SYNC, true, "cudaDeviceSynchronize"},
-      {LD_CUDART_EVENT_SYNCHRONIZE, LD_CUDA_SYNC, true, "cudaEventSynchronize"},
-      {LD_CUDART_MEMCPY, LD_CUDA_MEMCPY, true, "cudaMemcpy"},
-      {LD_CUDART_MEMCPY_ASYNC, LD_CUDA_LAUNCH, true, "cudaMemcpyAsync"},
-      {LD_CUDART_MALLOC, LD_CUDA_ALLOC, true, "cudaMalloc"},
-      {LD_CUDART_FREE, LD_CUDA_ALLOC, true, "cudaFree"},
-  };
-  return entries;
+const char* cuda_api_name(uint16_t api) {
+  switch (api) {
+    case LD_CU_LAUNCH_KERNEL: return "cuLaunchKernel";
+    case LD_CU_LAUNCH_KERNEL_EX: return "cuLaunchKernelEx";
+    case LD_CU_LAUNCH_COOPERATIVE: return "cuLaunchCooperativeKernel";
+    case LD_CU_GRAPH_LAUNCH: return "cuGraphLaunch";
+    case LD_CU_STREAM_SYNCHRONIZE: return "cuStreamSynchronize";
+    case LD_CU_CTX_SYNCHRONIZE: return "cuCtxSynchronize";
+    case LD_CU_EVENT_SYNCHRONIZE: return "cuEventSynchronize";
+    case LD_CU_MEMCPY_DTOH: return "cuMemcpyDtoH";
+    case LD_CU_MEMCPY_HTOD: return "cuMemcpyHtoD";
+    case LD_CU_MEMCPY: return "cuMemcpy";
+    case LD_CU_MEMCPY_ASYNC: return "cuMemcpyHtoDAsync";
+    case LD_CU_MEM_ALLOC: return "cuMemAlloc";
+    case LD_CU_MEM_FREE: return "cuMemFree";
+    case LD_CUDART_LAUNCH_KERNEL: return "cudaLaunchKernel";
+    case LD_CUDART_LAUNCH_KERNEL_EXC: return "cudaLaunchKernelExC";
+    case LD_CUDART_GRAPH_LAUNCH: return "cudaGraphLaunch";
+    case LD_CUDART_STREAM_SYNCHRONIZE: return "cudaStreamSynchronize";
+    case LD_CUDART_DEVICE_SYNCHRONIZE: return "cudaDeviceSynchronize";
+    case LD_CUDART_EVENT_SYNCHRONIZE: return "cudaEventSynchronize";
+    case LD_CUDART_MEMCPY: return "cudaMemcpy";
+    case LD_CUDART_MEMCPY_ASYNC: return "cudaMemcpyAsync";
+    case LD_CUDART_MALLOC: return "cudaMalloc";
+    case LD_CUDART_FREE: return "cudaFree";
+    default: return "?";
+  }
 }
 
-std::string_view cuda_api_name(uint16_t api) {
-  for (const CudaEntry& e : cuda_entries())
-    if (e.api == api) return e.symbol;
-  return "cuda?";
-}
-
-std::string_view cuda_kind_name(uint16_t kind) {
+const char* cuda_kind_name(uint16_t kind) {
   switch (kind) {
     case LD_CUDA_LAUNCH: return "launch";
     case LD_CUDA_SYNC: return "sync";
@@ -47,6 +43,20 @@ std::string_view cuda_kind_name(uint16_t kind) {
     case LD_CUDA_ALLOC: return "alloc";
     default: return "?";
   }
+}
+
+std::string describe_cuda_call(const ld_cuda_call& c) {
+  std::string out = fmt::format("{} {}", cuda_kind_name(c.kind), cuda_api_name(c.api));
+  if (c.kind == LD_CUDA_LAUNCH) out += fmt::format(" x{}", c.count);
+  out += fmt::format(" {:.3f} ms", double(c.dur_ns) / 1e6);
+  if (c.kind == LD_CUDA_SYNC && c.arg) {
+    bool event = c.api == LD_CU_EVENT_SYNCHRONIZE || c.api == LD_CUDART_EVENT_SYNCHRONIZE;
+    out += fmt::format(" {} {:#x}", event ? "event" : "stream", c.arg);
+  } else if (c.kind == LD_CUDA_MEMCPY || c.kind == LD_CUDA_ALLOC) {
+    out += fmt::format(" {} bytes", c.arg);
+  }
+  if (c.ret) out += fmt::format(" error {}", c.ret);
+  return out;
 }
 
 }  // namespace ld::trace

@@ -1,25 +1,21 @@
-// The CUDA entry points the cuda probe hooks (enum ld_cuda_api, bpf/events.h): names for
-// reports and dumps, and the symbol each is found by. No libbpf here: analysis uses it too.
+// Names of the cuda probe's records (struct ld_cuda_call, bpf/events.h): the CUDA function
+// (enum ld_cuda_api) and what it did to the host thread (enum ld_cuda_kind). In the trace layer,
+// beside the records, so that the probe, the analysis and the CLI name them alike; no libbpf.
 #pragma once
 
 #include <cstdint>
-#include <string_view>
-#include <vector>
+#include <string>
+
+struct ld_cuda_call;
 
 namespace ld::trace {
 
-struct CudaEntry {
-  uint16_t api;             // enum ld_cuda_api
-  uint16_t kind;            // enum ld_cuda_kind: what the call does to the host thread
-  bool runtime;             // libcudart (else libcuda, the driver)
-  std::string_view symbol;  // the exported function: "cudaStreamSynchronize"
-};
-
-// Every hooked entry point, driver first.
-const std::vector<CudaEntry>& cuda_entries();
-// "cudaStreamSynchronize"; "cuda?" for an api this build does not know.
-std::string_view cuda_api_name(uint16_t api);
+// "cudaStreamSynchronize", "cuLaunchKernel", ...; "?" for an id this version does not know.
+const char* cuda_api_name(uint16_t api);
 // "launch", "sync", "memcpy", "alloc"; "?" otherwise.
-std::string_view cuda_kind_name(uint16_t kind);
+const char* cuda_kind_name(uint16_t kind);
+// One line: kind, function, time in the call(s), count and argument, e.g.
+// "sync cudaStreamSynchronize 3.905 ms stream 0x5" or "launch cudaLaunchKernel x20 0.412 ms".
+std::string describe_cuda_call(const ld_cuda_call& call);
 
 }  // namespace ld::trace

@@ -10,8 +10,9 @@
 //   --driver-launches D cuLaunchKernel of U us, then cuCtxSynchronize.
 // Prints "key value" lines: its tid, the total launch calls, its own timing of each blocking call.
 // --lib PATH: the fake libcudart.so.12 (default: $LD_FAKE_CUDART, else the build's);
-// --sync spin|block sets LD_FAKE_CUDA_SYNC; --dlopen-after-ms X loads the library X ms after
-// SIGUSR1 instead of before it (a library loaded after the probe attached, as `import torch`);
+// --sync spin|block sets LD_FAKE_CUDA_SYNC, --launch-cpu-us LD_FAKE_CUDA_LAUNCH_US;
+// --dlopen-after-ms X loads the library X ms after SIGUSR1 instead of before it (a library loaded
+// after the probe attached, as `import torch`), --work-delay-ms Y then waits Y ms before the work;
 // --bench-ms M instead launches empty kernels for M ms and prints the launch rate.
 #include <dlfcn.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@ struct Options {
   size_t memcpy_bytes = 4 << 20;
   int driver_launches = 3;
   int dlopen_after_ms = -1;  // < 0: before SIGUSR1
+  int work_delay_ms = 0;
   int bench_ms = 0;
 };
 
@@ -78,7 +80,9 @@ Options parse(int argc, char** argv) {
     else if (a == "--memcpy-bytes") o.memcpy_bytes = strtoull(v, nullptr, 10);
     else if (a == "--driver-launches") o.driver_launches = atoi(v);
     else if (a == "--dlopen-after-ms") o.dlopen_after_ms = atoi(v);
+    else if (a == "--work-delay-ms") o.work_delay_ms = atoi(v);
     else if (a == "--bench-ms") o.bench_ms = atoi(v);
+    else if (a == "--launch-cpu-us") setenv("LD_FAKE_CUDA_LAUNCH_US", v, 1);
     else if (a == "--sync") setenv("LD_FAKE_CUDA_SYNC", v, 1);
     else usage(("unknown flag " + a).c_str());
   }
@@ -181,6 +185,7 @@ int main(int argc, char** argv) {
     usleep(useconds_t(o.dlopen_after_ms) * 1000);
     c = load(o.lib);
   }
+  usleep(useconds_t(o.work_delay_ms) * 1000);
   if (o.bench_ms > 0) {
     bench(c, o.bench_ms);
     return 0;

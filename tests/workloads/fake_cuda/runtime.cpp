@@ -24,6 +24,13 @@ void lazy_init() {
 
 cudaError_t to_cuda_error(CUresult r) { return r == 0 ? 0 : kCudaErrorUnknown; }
 
+// A runtime call that is its driver call.
+template <typename... Args>
+cudaError_t forward(CUresult (*driver)(Args...), Args... args) {
+  lazy_init();
+  return to_cuda_error(driver(args...));
+}
+
 CUdeviceptr device_ptr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 }  // namespace
@@ -40,29 +47,20 @@ cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
-  lazy_init();
-  return to_cuda_error(cuGraphLaunch(graphExec, stream));
+  return forward(cuGraphLaunch, graphExec, stream);
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  lazy_init();
-  return to_cuda_error(cuStreamSynchronize(stream));
+  return forward(cuStreamSynchronize, stream);
 }
 
-cudaError_t cudaDeviceSynchronize(void) {
-  lazy_init();
-  return to_cuda_error(cuCtxSynchronize());
-}
+cudaError_t cudaDeviceSynchronize(void) { return forward(cuCtxSynchronize); }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  lazy_init();
-  return to_cuda_error(cuEventRecord(event, stream));
+  return forward(cuEventRecord, event, stream);
 }
 
-cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  lazy_init();
-  return to_cuda_error(cuEventSynchronize(event));
-}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) { return forward(cuEventSynchronize, event); }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
   lazy_init();
@@ -73,8 +71,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpy
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
                             cudaStream_t stream) {
-  lazy_init();
-  return to_cuda_error(cuMemcpyHtoDAsync_v2(device_ptr(dst), src, count, stream));
+  return forward(cuMemcpyHtoDAsync_v2, device_ptr(dst), src, count, stream);
 }
 
 cudaError_t cudaMalloc(void** devPtr, size_t size) {
@@ -85,9 +82,6 @@ cudaError_t cudaMalloc(void** devPtr, size_t size) {
   return to_cuda_error(r);
 }
 
-cudaError_t cudaFree(void* devPtr) {
-  lazy_init();
-  return to_cuda_error(cuMemFree_v2(device_ptr(devPtr)));
-}
+cudaError_t cudaFree(void* devPtr) { return forward(cuMemFree_v2, device_ptr(devPtr)); }
 
 }  // extern "C"

@@ -1,0 +1,351 @@
+// cuda: the targets' CUDA calls (bpf/cuda.bpf.c): kernel launches summed per burst, waits for the
+// GPU (stream, event, context and device syncs), synchronous copies and device allocations,
+// from uprobes on the driver (libcuda.so*) and the runtime (libcudart.so*) a target maps.
+//
+// Libraries are found by file name in /proc/PID/maps, in any directory (pip wheels put them
+// under site-packages/nvidia/*/lib/), and attached per process: a uretprobe and an entry uprobe
+// for each entry point the library exports, the function's enum ld_cuda_api as the cookie.
+// Servers dlopen() CUDA (PyTorch at `import torch`), and the runtime dlopen()s the driver at its
+// first call, so a process is looked at again through the first 10 s after it is first seen
+// (process_search.hpp), and through kRuntimeOnlySearchNs while it maps a runtime without a driver (the first
+// CUDA call may come after a model's load). A process with no CUDA costs nothing: nothing is
+// attached to it.
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "cuda.skel.h"
+#include "cuda_maps.h"
+#include "events.h"
+#include "host/host_facts.hpp"
+#include "probes/elf_symbols.hpp"
+#include "probes/libbpf_util.hpp"
+#include "probes/probe.hpp"
+#include "probes/process_search.hpp"
+#include "util/files.hpp"
+
+namespace ld::probes {
+namespace {
+
+constexpr uint64_t kSec = 1000000000ULL;
+// Looked at again (process_search.hpp) until then after it is first seen.
+constexpr uint64_t kSearchForNs = 10 * kSec;
+constexpr uint64_t kRuntimeOnlySearchNs = 60 * kSec;
+constexpr size_t kMaxProcs = 256;
+
+// A traced CUDA function: its exported name, its enum ld_cuda_api (the attach cookie) and the
+// entry program of its enum ld_cuda_kind. The _ptsz/_ptds names are the per-thread default
+// stream variants (code built with --default-stream per-thread); a library exports what it has.
+struct EntryPoint {
+  const char* symbol;
+  uint16_t api;
+  uint16_t kind;
+};
+
+constexpr EntryPoint kEntryPoints[] = {
+    // driver
+    {"cuLaunchKernel", LD_CU_LAUNCH_KERNEL, LD_CUDA_LAUNCH},
+    {"cuLaunchKernel_ptsz", LD_CU_LAUNCH_KERNEL, LD_CUDA_LAUNCH},
+    {"cuLaunchKernelEx", LD_CU_LAUNCH_KERNEL_EX, LD_CUDA_LAUNCH},
+    {"cuLaunchKernelEx_ptsz", LD_CU_LAUNCH_KERNEL_EX, LD_CUDA_LAUNCH},
+    {"cuLaunchCooperativeKernel", LD_CU_LAUNCH_COOPERATIVE, LD_CUDA_LAUNCH},
+    {"cuGraphLaunch", LD_CU_GRAPH_LAUNCH, LD_CUDA_LAUNCH},
+    {"cuGraphLaunch_ptsz", LD_CU_GRAPH_LAUNCH, LD_CUDA_LAUNCH},
+    {"cuMemcpyHtoDAsync_v2", LD_CU_MEMCPY_ASYNC, LD_CUDA_LAUNCH},
+    {"cuMemcpyHtoDAsync_v2_ptsz", LD_CU_MEMCPY_ASYNC, LD_CUDA_LAUNCH},
+    {"cuStreamSynchronize", LD_CU_STREAM_SYNCHRONIZE, LD_CUDA_SYNC},
+    {"cuStreamSynchronize_ptsz", LD_CU_STREAM_SYNCHRONIZE, LD_CUDA_SYNC},
+    {"cuCtxSynchronize", LD_CU_CTX_SYNCHRONIZE, LD_CUDA_SYNC},
+    {"cuEventSynchronize", LD_CU_EVENT_SYNCHRONIZE, LD_CUDA_SYNC},
+    {"cuMemcpyDtoH_v2", LD_CU_MEMCPY_DTOH, LD_CUDA_MEMCPY},
+    {"cuMemcpyDtoH_v2_ptds", LD_CU_MEMCPY_DTOH, LD_CUDA_MEMCPY},
+    {"cuMemcpyHtoD_v2", LD_CU_MEMCPY_HTOD, LD_CUDA_MEMCPY},
+    {"cuMemcpyHtoD_v2_ptds", LD_CU_MEMCPY_HTOD, LD_CUDA_MEMCPY},
+    {"cuMemcpy", LD_CU_MEMCPY, LD_CUDA_MEMCPY},
+    {"cuMemcpy_ptds", LD_CU_MEMCPY, LD_CUDA_MEMCPY},
+    {"cuMemAlloc_v2", LD_CU_MEM_ALLOC, LD_CUDA_ALLOC},
+    {"cuMemFree_v2", LD_CU_MEM_FREE, LD_CUDA_ALLOC},
+    // runtime
+    {"cudaLaunchKernel", LD_CUDART_LAUNCH_KERNEL, LD_CUDA_LAUNCH},
+    {"cudaLaunchKernel_ptsz", LD_CUDART_LAUNCH_KERNEL, LD_CUDA_LAUNCH},
+    {"cudaLaunchKernelExC", LD_CUDART_LAUNCH_KERNEL_EXC, LD_CUDA_LAUNCH},
+    {"cudaLaunchKernelExC_ptsz", LD_CUDART_LAUNCH_KERNEL_EXC, LD_CUDA_LAUNCH},
+    {"cudaGraphLaunch", LD_CUDART_GRAPH_LAUNCH, LD_CUDA_LAUNCH},
+    {"cudaGraphLaunch_ptsz", LD_CUDART_GRAPH_LAUNCH, LD_CUDA_LAUNCH},
+    {"cudaMemcpyAsync", LD_CUDART_MEMCPY_ASYNC, LD_CUDA_LAUNCH},
+    {"cudaMemcpyAsync_ptsz", LD_CUDART_MEMCPY_ASYNC, LD_CUDA_LAUNCH},
+    {"cudaStreamSynchronize", LD_CUDART_STREAM_SYNCHRONIZE, LD_CUDA_SYNC},
+    {"cudaDeviceSynchronize", LD_CUDART_DEVICE_SYNCHRONIZE, LD_CUDA_SYNC},
+    {"cudaEventSynchronize", LD_CUDART_EVENT_SYNCHRONIZE, LD_CUDA_SYNC},
+    {"cudaMemcpy", LD_CUDART_MEMCPY, LD_CUDA_MEMCPY},
+    {"cudaMemcpy_ptds", LD_CUDART_MEMCPY, LD_CUDA_MEMCPY},
+    {"cudaMalloc", LD_CUDART_MALLOC, LD_CUDA_ALLOC},
+    {"cudaFree", LD_CUDART_FREE, LD_CUDA_ALLOC},
+};
+
+std::string basename_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool is_driver(const std::string& path) { return basename_of(path).rfind("libcuda.so", 0) == 0; }
+bool is_runtime(const std::string& path) { return basename_of(path).rfind("libcudart.so", 0) == 0; }
+
+// The CUDA libraries a maps text names, each once, in the order mapped.
+std::vector<std::string> cuda_libraries(const std::string& maps_text) {
+  std::vector<std::string> out;
+  for (const MapsEntry& e : parse_maps(maps_text)) {
+    if (e.path.empty() || e.path[0] != '/' || e.path.find(" (deleted)") != std::string::npos)
+      continue;
+    if ((is_driver(e.path) || is_runtime(e.path)) &&
+        std::find(out.begin(), out.end(), e.path) == out.end())
+      out.push_back(e.path);
+  }
+  return out;
+}
+
+const std::set<std::string>& entry_point_names() {
+  static const std::set<std::string> names = [] {
+    std::set<std::string> out;
+    for (const EntryPoint& ep : kEntryPoints) out.insert(ep.symbol);
+    return out;
+  }();
+  return names;
+}
+
+struct Library {
+  std::string path;  // as in /proc/PID/maps
+  size_t attached = 0;
+  std::string error;
+};
+
+struct Proc {
+  uint32_t tgid = 0;
+  uint64_t added_ns = 0, next_search_ns = 0;
+  uint32_t searches = 0;
+  bool searching = true, gone = false;
+  std::vector<Library> libs;
+  std::vector<bpf_link*> links;
+
+  bool has(bool (*which)(const std::string&)) const {
+    return std::any_of(libs.begin(), libs.end(), [&](const Library& l) { return which(l.path); });
+  }
+  // Looked at again until then: longer while the runtime waits for its first call's driver.
+  uint64_t search_until() const {
+    bool runtime_only = has(is_runtime) && !has(is_driver);
+    return added_ns + (runtime_only ? kRuntimeOnlySearchNs : kSearchForNs);
+  }
+};
+
+class CudaProbe : public Probe {
+ public:
+  CudaProbe() = default;
+  CudaProbe(const CudaProbe&) = delete;
+  CudaProbe& operator=(const CudaProbe&) = delete;
+  ~CudaProbe() override {
+    for (auto& [tgid, p] : procs_) detach(p);
+  }
+
+  const void* bpf_object_elf(size_t* size) const override { return cuda_bpf__elf_bytes(size); }
+
+  void start(ProbeContext& ctx) override {
+    skel_.reset(cuda_bpf__open_opts(ctx.open_opts));
+    if (!skel_) throw_libbpf_error("cuda", "opening", errno);
+    use_shared_maps(skel_->obj, ctx.shared);
+    if (int err = cuda_bpf__load(skel_.get())) throw_libbpf_error("cuda", "loading", err);
+    uint64_t now = host::monotonic_now_ns();
+    for (uint32_t tgid : ctx.options.tgids) track(tgid, now);
+    if (!procs_.empty() && no_cuda_for_good(now))
+      throw ProbeUnavailable("no CUDA library (libcuda.so / libcudart.so) in the target's mappings");
+    if (auto why = every_attach_failed()) throw ProbeUnavailable(*why);
+  }
+
+  void tick(uint64_t now, const EmitFn&) override {
+    for (auto& [tgid, p] : procs_) step(p, now);
+  }
+
+  void finish(const EmitFn& emit) override { flush_bursts(emit); }
+
+  void add_target(uint32_t tgid) override { track(tgid, host::monotonic_now_ns()); }
+
+  bool attaches_later() const override {
+    return std::any_of(procs_.begin(), procs_.end(),
+                       [](const auto& kv) { return kv.second.searching; });
+  }
+
+  uint64_t user_records() const override { return user_records_; }
+
+  std::string detail() const override {
+    return per_process_detail("uprobes on the CUDA driver/runtime entry points", procs_,
+                              [&](const Proc& p) { return describe(p); });
+  }
+
+ private:
+  void track(uint32_t tgid, uint64_t now) {
+    if (Proc* p = add_process(procs_, tgid, now, kMaxProcs)) search(*p, now);
+  }
+
+  // Attaches the CUDA libraries the process maps that are not attached yet; schedules the
+  // next look while the window is open and either library is still missing.
+  void search(Proc& p, uint64_t now) {
+    std::string maps = util::read_file(fmt::format("/proc/{}/maps", p.tgid));
+    if (maps.empty()) {
+      p.gone = true;
+      p.searching = false;
+      return;
+    }
+    for (const std::string& path : cuda_libraries(maps)) {
+      bool known = std::any_of(p.libs.begin(), p.libs.end(),
+                               [&](const Library& l) { return l.path == path; });
+      if (!known) attach_library(p, path);
+    }
+    bool complete = p.has(is_driver) && p.has(is_runtime);
+    p.searching = !complete && now < p.search_until();
+    p.next_search_ns = next_look_ns(now, p.searches, p.search_until());
+  }
+
+  // Every entry point `path` exports, uretprobe first: a thread entering a function between the
+  // two attaches must not leave a call open that no return ends.
+  void attach_library(Proc& p, const std::string& path) {
+    Library lib;
+    lib.path = path;
+    std::string file = fmt::format("/proc/{}/root{}", p.tgid, path);
+    auto symbols = find_dynamic_symbols(file, entry_point_names());
+    std::set<uint64_t> offsets;  // an alias exported twice is attached once
+    for (const EntryPoint& ep : kEntryPoints) {
+      auto it = symbols.find(ep.symbol);
+      if (it == symbols.end() || !offsets.insert(it->second.file_offset).second) continue;
+      if (int err = attach_entry_point(p, file, ep, it->second.file_offset)) {
+        lib.error = fmt::format("uprobe on {} failed: {}", ep.symbol, std::strerror(-err));
+        break;
+      }
+      ++lib.attached;
+    }
+    if (symbols.empty()) lib.error = "no CUDA entry point exported (not an ELF file?)";
+    p.libs.push_back(std::move(lib));
+  }
+
+  // 0, or the -errno of the failed attach (nothing of this entry point is left attached).
+  int attach_entry_point(Proc& p, const std::string& file, const EntryPoint& ep, uint64_t offset) {
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = ep.api, .retprobe = true);
+    int pid = static_cast<int>(p.tgid);
+    bpf_link* ret = bpf_program__attach_uprobe_opts(skel_->progs.ld_cuda_return, pid,
+                                                    file.c_str(), offset, &opts);
+    if (!ret) return -errno;
+    opts.retprobe = false;
+    bpf_link* entry = bpf_program__attach_uprobe_opts(entry_program(ep.kind), pid, file.c_str(),
+                                                      offset, &opts);
+    if (!entry) {
+      int err = -errno;
+      bpf_link__destroy(ret);
+      return err;
+    }
+    p.links.push_back(ret);
+    p.links.push_back(entry);
+    return 0;
+  }
+
+  bpf_program* entry_program(uint16_t kind) const {
+    switch (kind) {
+      case LD_CUDA_SYNC: return skel_->progs.ld_cuda_sync;
+      case LD_CUDA_MEMCPY: return skel_->progs.ld_cuda_memcpy;
+      case LD_CUDA_ALLOC: return skel_->progs.ld_cuda_alloc;
+      default: return skel_->progs.ld_cuda_launch;
+    }
+  }
+
+  void detach(Proc& p) {
+    for (bpf_link* l : p.links) bpf_link__destroy(l);
+    p.links.clear();
+  }
+
+  void step(Proc& p, uint64_t now) {
+    if (p.gone) return;
+    if (p.searching && now >= p.next_search_ns) search(p, now);
+    if (access(fmt::format("/proc/{}", p.tgid).c_str(), F_OK) != 0) {
+      detach(p);
+      p.gone = true;
+      p.searching = false;
+    }
+  }
+
+  // No target maps CUDA, and each has run past the window in which servers load it: this probe
+  // has nothing to do in this session (a young process is looked at again instead).
+  bool no_cuda_for_good(uint64_t now) const {
+    return std::all_of(procs_.begin(), procs_.end(), [&](const auto& kv) {
+      const Proc& p = kv.second;
+      if (!p.libs.empty()) return false;
+      auto info = host::read_process(static_cast<int>(p.tgid));
+      return !info || !info->start_mono_ns || now - info->start_mono_ns > kSearchForNs;
+    });
+  }
+
+  // The reason when libraries were found but no entry point of any could be attached (e.g. no
+  // uprobe support): the probe cannot work here.
+  std::optional<std::string> every_attach_failed() const {
+    std::optional<std::string> why;
+    for (const auto& [tgid, p] : procs_)
+      for (const Library& l : p.libs) {
+        if (l.attached) return std::nullopt;
+        if (!why) why = fmt::format("{}: {}", l.path, l.error);
+      }
+    return why;
+  }
+
+  // Launches still summed in the kernel: one burst record per thread.
+  void flush_bursts(const EmitFn& emit) {
+    int fd = bpf_map__fd(skel_->maps.ld_cuda_threads);
+    for_each_map_key<uint32_t>(fd, [&](uint32_t tid) {
+      ld_cuda_thread t{};
+      if (bpf_map_lookup_elem(fd, &tid, &t) || !t.burst_count) return;
+      ld_cuda_call rec{};
+      rec.hdr.type = LD_EV_CUDA;
+      rec.hdr.size = sizeof(rec);
+      rec.hdr.tgid = t.tgid;
+      rec.hdr.tid = tid;
+      rec.hdr.ts_ns = t.burst_last_ns;
+      rec.start_ns = t.burst_first_ns;
+      rec.dur_ns = t.burst_sum_ns;
+      rec.ret = t.burst_ret;
+      rec.count = t.burst_count;
+      rec.kind = LD_CUDA_LAUNCH;
+      rec.api = t.burst_api;
+      emit(rec.hdr, sizeof(rec));
+      ++user_records_;
+    });
+  }
+
+  std::string describe(const Proc& p) const {
+    std::string libs;
+    for (const Library& l : p.libs) {
+      libs += libs.empty() ? "" : ", ";
+      libs += l.error.empty() ? fmt::format("{} ({} entry points)", l.path, l.attached)
+                              : fmt::format("{} ({} entry points; {})", l.path, l.attached, l.error);
+    }
+    if (libs.empty())
+      libs = p.searching ? "no CUDA library yet (looked at again for 10 s: servers dlopen it)"
+                         : "no CUDA library (libcuda.so / libcudart.so) in its mappings";
+    else if (p.searching)
+      libs += fmt::format("; looking for the {} too", p.has(is_driver) ? "runtime" : "driver");
+    return p.gone ? libs + "; exited" : libs;
+  }
+
+  SkelPtr<cuda_bpf, cuda_bpf__destroy> skel_;
+  std::map<uint32_t, Proc> procs_;
+  uint64_t user_records_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Probe> make_cuda_probe() { return std::make_unique<CudaProbe>(); }
+
+}  // namespace ld::probes

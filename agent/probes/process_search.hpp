@@ -1,0 +1,51 @@
+// Shared by the probes that attach per process to a library found in /proc/PID/maps (gil, cuda):
+// when to look at a process's maps again, and the per-process part of their detail().
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace ld::probes {
+
+// A process is looked at again for a library it may load later (a launcher that execs python,
+// a server that dlopen()s CUDA): at the first ticks 1, 3, 7, 15... s after it is first seen
+// (twice as long between looks each time), the last at the window's end. Each look reads its /proc/PID/maps (~0.1 ms of agent CPU) in
+// the read interval's wake-up, which a server thread waits out anyway.
+constexpr uint64_t kFirstLookAgainNs = 1000000000ULL;
+
+// The next look after `looks` looks so far (which it counts), at the latest at `until`.
+inline uint64_t next_look_ns(uint64_t now, uint32_t& looks, uint64_t until) {
+  return std::min(now + (kFirstLookAgainNs << std::min<uint32_t>(looks++, 4)), until);
+}
+
+// The entry of a process newly seen, with its tgid and when it was first seen (`now`), in
+// `procs` (a map by tgid of structs with tgid and added_ns); null when it is known already or
+// the table holds `max` (a bound on what a fork bomb of targets can cost).
+template <typename Procs>
+typename Procs::mapped_type* add_process(Procs& procs, uint32_t tgid, uint64_t now, size_t max) {
+  if (procs.count(tgid) || procs.size() >= max) return nullptr;
+  auto& p = procs[tgid];
+  p.tgid = tgid;
+  p.added_ns = now;
+  return &p;
+}
+
+// "HEAD; pid N: ...; pid M: ...; +K more": the first four processes of `procs` (a map by
+// tgid) as `describe` puts them.
+template <typename Procs, typename Describe>
+std::string per_process_detail(std::string head, const Procs& procs, Describe&& describe) {
+  size_t shown = 0;
+  for (const auto& [tgid, p] : procs) {
+    if (shown++ == 4) {
+      head += fmt::format("; +{} more", procs.size() - 4);
+      break;
+    }
+    head += fmt::format("; pid {}: {}", tgid, describe(p));
+  }
+  return head;
+}
+
+}  // namespace ld::probes
