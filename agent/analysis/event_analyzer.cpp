@@ -57,11 +57,6 @@ void EventAnalyzer::on_record(const ld_hdr& rec, size_t size) {
     case LD_EV_TASK_EXIT:
       if (auto* e = record_as<ld_task_exit>(rec, size)) sockets_.add(*e); else malformed_++;
       break;
-    case LD_EV_CUDA:
-      // Known, kept in the trace, not yet evidence: checked only, so that a server's CUDA
-      // calls do not read as malformed records.
-      if (!record_as<ld_cuda_call>(rec, size)) malformed_++;
-      break;
     default:
       if (rec.type >= LD_EV_TYPE_MAX) unknown_types_++;
       else if (!evidence_.add(rec, size)) malformed_++;
