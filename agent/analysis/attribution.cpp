@@ -380,7 +380,22 @@ void Attributor::charge_cuda(const ThreadEvidence& t, const CudaCall& call, uint
   if (cause == Cause::kKvAlloc)
     note(acc, cause, b - a, std::move(strings), {{"calls", 1}});
   else
-    note(acc, cause, b - a, std::move(strings), {{"sync_ms", ms(b - a)}, {"syncs", 1}});
+    note(acc, cause, b - a, std::move(strings), {{"sync_ms", ms(b - a)}, {"syncs", b >= call.end_ns ? 1.0 : 0.0}});  // a wait split by the walk counts once
+}
+
+uint32_t Attributor::busy_engine(const ThreadEvidence& t, const std::vector<std::pair<uint64_t, uint64_t>>& waits) const {
+  const std::vector<uint32_t>* engines = store_.cuda_threads(t.tgid);
+  if (!engines) return 0;
+  uint64_t total = 0;
+  for (const auto& [s, e] : waits) total += e - s;
+  for (uint32_t engine : *engines) {
+    if (engine == t.tid) continue;
+    WindowAccount trial;
+    trial.with_evidence = false;
+    for (const auto& [s, e] : waits) walk(engine, s, e, Cause::kCompute, kMaxWakerDepth, trial);
+    if (2 * (trial.ns_of(Cause::kCompute) + trial.ns_of(Cause::kGpuBusy)) >= total) return engine;
+  }
+  return 0;
 }
 
 void Attributor::walk_threads(const ThreadEvidence* t, uint64_t a, uint64_t b, Cause running_as, int depth,
@@ -510,8 +525,21 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
   if (uint64_t ns = take(Cause::kDiskIo, only[kDisk].total()); ns && biggest_disk && evidence)
     note(acc, Cause::kDiskIo, ns, {{"syscall", syscall_kind_name(biggest_disk->kind)}, {"path", biggest_disk->path}},
          {{"sync_ms", ms(ns)}});
-  if (uint64_t ns = take(Cause::kGil, only[kGilWait].total()); ns && evidence)
+  // Short GIL waits (under the scheduler's threshold: no waker is known) while an engine thread
+  // of the process was busy (its CPU, its CUDA waits): it held the GIL for the model's Python,
+  // and the wait is its work, as for the longer waits it ends (charge_blocked).
+  const uint32_t engine = depth < kMaxWakerDepth && !only[kGilWait].empty() ? busy_engine(*t, only[kGilWait].spans()) : 0;
+  if (engine) {
+    for (const auto& [s, e] : only[kGilWait].spans()) {
+      const uint64_t len = std::min(e - s, left);
+      if (len == 0) break;
+      walk(engine, s, s + len, Cause::kCompute, depth + 1, acc);
+      acc.gil_engine_ns += len;
+      left -= len;
+    }
+  } else if (uint64_t ns = take(Cause::kGil, only[kGilWait].total()); ns && evidence) {
     note(acc, Cause::kGil, ns, {{"method", store_.gil_method(t->tgid)}}, {{"wait_ms", ms(ns)}});
+  }
   // A token thread's short futex waits (under the scheduler's itemising threshold, so no waker
   // is known) are hand-offs when it has one producer: llama-server's HTTP threads wait a
   // fraction of a millisecond on a condition variable for each token. What the producer did

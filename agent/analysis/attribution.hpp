@@ -131,6 +131,9 @@ class Attributor {
   // The walk of a window without CUDA waits: running, runnable and blocked pieces in turn.
   void walk_threads(const ThreadEvidence* t, uint64_t a, uint64_t b, Cause running_as, int depth,
                     WindowAccount& acc) const;
+  // The thread of t's process that calls CUDA and was busy (running or in a CUDA wait) for at
+  // least half of `waits`, t's GIL waits: the GIL's holder; 0 when none.
+  uint32_t busy_engine(const ThreadEvidence& t, const std::vector<std::pair<uint64_t, uint64_t>>& waits) const;
   // [a, b] of t inside `call`, a CUDA call that waited (for the GPU, or for an allocation).
   void charge_cuda(const ThreadEvidence& t, const CudaCall& call, uint64_t a, uint64_t b, int depth,
                    WindowAccount& acc) const;

@@ -399,8 +399,10 @@ bool CudaCall::blocks() const { return kind == LD_CUDA_SYNC || kind == LD_CUDA_M
 // only while it was being launched: an idle GPU is never claimed busy on a guess.
 void EvidenceStore::infer_gpu_queued() {
   gpu_queued_.clear();
+  cuda_threads_.clear();
   for (const auto& [tid, t] : threads_) {
     if (t.cuda.empty()) continue;
+    cuda_threads_[t.tgid].push_back(tid);
     auto& spans = gpu_queued_[t.tgid];
     for (size_t i = 0; i < t.cuda.size(); ++i) {
       const CudaCall& c = t.cuda[i];
@@ -429,6 +431,11 @@ void EvidenceStore::infer_gpu_queued() {
 bool EvidenceStore::uses_cuda(uint32_t tid) const {
   const ThreadEvidence* t = thread(tid);
   return t && !t->cuda.empty();
+}
+
+const std::vector<uint32_t>* EvidenceStore::cuda_threads(uint32_t tgid) const {
+  auto it = cuda_threads_.find(tgid);
+  return it == cuda_threads_.end() ? nullptr : &it->second;
 }
 
 const std::vector<std::pair<uint64_t, uint64_t>>* EvidenceStore::gpu_queued(uint32_t tgid) const {

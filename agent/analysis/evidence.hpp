@@ -183,6 +183,7 @@ class EvidenceStore {
   // its last launch, when none followed within kGpuQueueHorizonNs). Sorted, merged.
   bool has_cuda() const { return !gpu_queued_.empty(); }
   bool uses_cuda(uint32_t tid) const;
+  const std::vector<uint32_t>* cuda_threads(uint32_t tgid) const;  // null when none
   const std::vector<std::pair<uint64_t, uint64_t>>* gpu_queued(uint32_t tgid) const;
   static constexpr uint64_t kGpuQueueHorizonNs = 1'000'000'000;
   const std::vector<std::string>* kstack(uint32_t source, int64_t id) const;
@@ -232,6 +233,7 @@ class EvidenceStore {
   std::vector<FreqSample> freq_;
   std::vector<uint64_t> retransmits_;
   std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> gpu_queued_;  // by tgid
+  std::map<uint32_t, std::vector<uint32_t>> cuda_threads_;                     // by tgid
   void infer_gpu_queued();
   uint64_t evidence_records_ = 0;
   bool has_sched_ = false;

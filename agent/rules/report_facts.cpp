@@ -69,7 +69,7 @@ struct GpuFacts {
     max_idle_ms = std::max(max_idle_ms, idle);
   }
   void set(FactSet& facts) const {
-    facts.set("outliers.gil_engine_ms", gil_engine_ms);
+    if (gil_engine_ms > 0) facts.set("outliers.gil_engine_ms", gil_engine_ms);
     if (!seen) return;
     facts.set("outliers.gpu_idle", host_side);
     facts.set("outliers.gpu_idle_ms", idle_ms);

@@ -783,3 +783,40 @@ TEST(CudaAttribution, AGilWaitAnotherPythonThreadEndedStaysGil) {
   EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kGil), 50);
   EXPECT_EQ(acc.gil_engine_ns, 0u);
 }
+
+TEST(CudaAttribution, ShortGilWaitsWhileTheEngineRanAreTheEngines) {
+  // Waits under the scheduler's threshold have no waker: the futex probe's timed calls on the
+  // GIL, while the engine thread (it calls CUDA) was running its Python.
+  EvidenceStore store;
+  auto addr = record<ld_gil_addr>(LD_EV_GIL_ADDR, 100, 0, 1);
+  addr.uaddr_lo = 0x5000;
+  addr.uaddr_hi = 0x5008;
+  addr.method = LD_GIL_TAKE_GIL;
+  add(store, addr);
+  for (uint64_t t = 10; t < 50; t += 10) syscall(store, 100, 100, LD_SYS_FUTEX_WAIT, t * kMs, t * kMs + 800'000, 0x5000);
+  blocked(store, 100, 100, 95 * kMs, 96 * kMs, 96 * kMs, 232, 0, 0, "swapper/0");
+  cuda(store, 100, 101, LD_CUDA_LAUNCH, LD_CUDART_LAUNCH_KERNEL, 1 * kMs, 60 * kMs, 96);
+  blocked(store, 100, 101, 90 * kMs, 91 * kMs, 91 * kMs, 232, 0, 0, "swapper/0");
+  store.finish();
+  const WindowAccount acc = Attributor(store, {100}).account(100, 0, 100 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kGil), 0);
+  EXPECT_EQ(acc.gil_engine_ns, 4 * 800'000u);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCompute), 99);
+}
+
+TEST(CudaAttribution, ShortGilWaitsWhileTheEngineSleptStayGil) {
+  EvidenceStore store;
+  auto addr = record<ld_gil_addr>(LD_EV_GIL_ADDR, 100, 0, 1);
+  addr.uaddr_lo = 0x5000;
+  addr.uaddr_hi = 0x5008;
+  addr.method = LD_GIL_TAKE_GIL;
+  add(store, addr);
+  for (uint64_t t = 10; t < 50; t += 10) syscall(store, 100, 100, LD_SYS_FUTEX_WAIT, t * kMs, t * kMs + 800'000, 0x5000);
+  blocked(store, 100, 100, 95 * kMs, 96 * kMs, 96 * kMs, 232, 0, 0, "swapper/0");
+  cuda(store, 100, 101, LD_CUDA_LAUNCH, LD_CUDART_LAUNCH_KERNEL, 1 * kMs, 2 * kMs, 8);
+  blocked(store, 100, 101, 5 * kMs, 80 * kMs, 80 * kMs, 232, 0, 0, "swapper/0");  // the engine idle in epoll
+  store.finish();
+  const WindowAccount acc = Attributor(store, {100}).account(100, 0, 100 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kGil), 3.2);
+  EXPECT_EQ(acc.gil_engine_ns, 0u);
+}
