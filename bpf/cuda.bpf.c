@@ -11,11 +11,20 @@
  * call a record, and an inner call's return does not end the outer one.
  *
  * A server launches thousands of kernels a second, so launches are never one
- * record each: they are summed per thread into a burst (count, time in the
- * calls, first entry, last return), emitted when the thread next blocks on the
- * GPU (sync, synchronous copy, allocation) or when a launch comes
- * ld_cuda_burst_ns after the burst's first; user space flushes the rest at the
- * end.  Only uprobes: no kprobes or trampolines on this kernel.
+ * record each: they are counted per thread into a burst (count, first and last
+ * entry), emitted when the thread next blocks on the GPU (sync, synchronous
+ * copy, allocation) or when a launch comes ld_cuda_burst_ns after the burst's
+ * first; user space flushes the rest at the end.  Launches are counted at
+ * entry only, with no return probe: each uprobe hit costs the launching thread
+ * ~3 us on a VM, and an eager PyTorch forward launches hundreds of kernels.
+ * Without a return, a runtime launch's own driver launch is told by order and
+ * time: the first driver launch on the same thread after a runtime launch's
+ * entry, within ld_cuda_nested_ns (a preemption or the first call's lazy
+ * binding can come between them), is that one.  Where a runtime reaches the
+ * driver by a path not hooked, a direct driver launch (Triton, cuBLAS) that
+ * soon after a runtime launch goes uncounted: launch counts are evidence, not
+ * time charged.
+ * Only uprobes: no kprobes or trampolines on this kernel.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -28,6 +37,8 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* A burst is emitted at the first launch this long after its first. */
 const volatile __u64 ld_cuda_burst_ns = 5000000;
+/* A driver launch this soon after a runtime launch's entry is the runtime's own. */
+const volatile __u64 ld_cuda_nested_ns = 1000000;
 
 /* tid -> the thread's call in progress and its burst. */
 struct {
@@ -101,10 +112,40 @@ static __always_inline int ld_cuda_enter(struct pt_regs *ctx, __u16 kind, __u64 
 	return 0;
 }
 
+static __always_inline int ld_cuda_is_runtime(__u64 api)
+{
+	return api >= LD_CUDART_LAUNCH_KERNEL;
+}
+
+/* A launch, counted at its entry (no return probe). */
 SEC("uprobe")
 int ld_cuda_launch(struct pt_regs *ctx)
 {
-	return ld_cuda_enter(ctx, LD_CUDA_LAUNCH, 0);
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u64 api = bpf_get_attach_cookie(ctx), now;
+	struct ld_cuda_thread *t;
+
+	if (!ld_is_target(tgid))
+		return 0;
+	t = ld_cuda_thread_of(tgid, tid);
+	if (!t || t->depth)  /* inside another traced call (a graph launch's own work) */
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (!ld_cuda_is_runtime(api) && t->runtime_launch_ns && now - t->runtime_launch_ns < ld_cuda_nested_ns) {
+		t->runtime_launch_ns = 0;  /* the runtime launch's own driver call */
+		return 0;
+	}
+	t->runtime_launch_ns = ld_cuda_is_runtime(api) ? now : 0;
+	if (t->burst_count && now - t->burst_first_ns >= ld_cuda_burst_ns)
+		ld_cuda_end_burst(t);
+	if (!t->burst_count)
+		t->burst_first_ns = now;
+	t->burst_count++;
+	t->burst_last_ns = now;
+	t->burst_ret = 0;
+	t->burst_api = api;
+	return 0;
 }
 
 /* arg: the stream or event, the first argument; a context/device sync has none. */
@@ -149,17 +190,6 @@ int ld_cuda_return(struct pt_regs *ctx)
 	now = bpf_ktime_get_ns();
 	dur = now - t->call_start_ns;
 	ret = (int)PT_REGS_RC(ctx); /* CUresult / cudaError_t: an int */
-	if (t->call_kind != LD_CUDA_LAUNCH) {
-		ld_cuda_emit(now, t->call_start_ns, dur, t->call_arg, ret, 1, t->call_kind,
-			     t->call_api);
-		return 0;
-	}
-	if (!t->burst_count)
-		t->burst_first_ns = t->call_start_ns;
-	t->burst_count++;
-	t->burst_sum_ns += dur;
-	t->burst_last_ns = now;
-	t->burst_ret = ret;
-	t->burst_api = t->call_api;
+	ld_cuda_emit(now, t->call_start_ns, dur, t->call_arg, ret, 1, t->call_kind, t->call_api);
 	return 0;
 }

@@ -544,11 +544,11 @@ enum ld_cuda_api {
 /* CUDA calls of one thread (probe cuda, uprobes on libcuda/libcudart).  A call
  * made inside another traced call (the runtime calling the driver) is part of
  * the outer one: only the outermost is recorded.  hdr.ts_ns = the call's return
- * (LAUNCH: the last summed call's return). */
+ * (LAUNCH: the last counted call's entry). */
 struct ld_cuda_call {
 	struct ld_hdr hdr;
 	ld_u64 start_ns;  /* entry (LAUNCH: the first summed call's entry) */
-	ld_u64 dur_ns;    /* time in the call (LAUNCH: summed over the calls) */
+	ld_u64 dur_ns;    /* time in the call (LAUNCH: 0, launches are counted at entry only) */
 	ld_u64 arg;       /* SYNC: the stream or event (0: context/device); MEMCPY, ALLOC: bytes */
 	ld_s64 ret;       /* the CUresult/cudaError_t (LAUNCH: of the last call) */
 	ld_u32 count;     /* calls in this record (1 but for LAUNCH) */

@@ -235,21 +235,24 @@ class CudaProbe : public Probe {
   }
 
   // 0, or the -errno of the failed attach (nothing of this entry point is left attached).
+  // Launches get no return probe (counted at entry: bpf/cuda.bpf.c says why).
   int attach_entry_point(Proc& p, const std::string& file, const EntryPoint& ep, uint64_t offset) {
     LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = ep.api, .retprobe = true);
     int pid = static_cast<int>(p.tgid);
-    bpf_link* ret = bpf_program__attach_uprobe_opts(skel_->progs.ld_cuda_return, pid,
-                                                    file.c_str(), offset, &opts);
-    if (!ret) return -errno;
+    bpf_link* ret = nullptr;
+    if (ep.kind != LD_CUDA_LAUNCH) {
+      ret = bpf_program__attach_uprobe_opts(skel_->progs.ld_cuda_return, pid, file.c_str(), offset, &opts);
+      if (!ret) return -errno;
+    }
     opts.retprobe = false;
     bpf_link* entry = bpf_program__attach_uprobe_opts(entry_program(ep.kind), pid, file.c_str(),
                                                       offset, &opts);
     if (!entry) {
       int err = -errno;
-      bpf_link__destroy(ret);
+      if (ret) bpf_link__destroy(ret);
       return err;
     }
-    p.links.push_back(ret);
+    if (ret) p.links.push_back(ret);
     p.links.push_back(entry);
     return 0;
   }
