@@ -89,6 +89,15 @@ void syscall(EvidenceStore& store, uint32_t tgid, uint32_t tid, uint32_t kind, u
   ASSERT_TRUE(store.add(r.s.hdr, r.s.hdr.size));
 }
 
+// Process 100's GIL is the futex word at 0x5000 (the gil probe learned it via take_gil).
+void gil_address(EvidenceStore& store) {
+  auto addr = record<ld_gil_addr>(LD_EV_GIL_ADDR, 100, 0, 1);
+  addr.uaddr_lo = 0x5000;
+  addr.uaddr_hi = 0x5008;
+  addr.method = LD_GIL_TAKE_GIL;
+  add(store, addr);
+}
+
 double ms_of(const WindowAccount& acc, Cause c) { return static_cast<double>(acc.ns[static_cast<size_t>(c)]) / kMs; }
 
 }  // namespace
@@ -134,11 +143,7 @@ TEST(Attribution, LockHolderBlockedInFsyncMakesItDiskIo) {
 
 TEST(Attribution, GilWaitIsGilWhoeverWakes) {
   EvidenceStore store;
-  auto addr = record<ld_gil_addr>(LD_EV_GIL_ADDR, 100, 0, 1);
-  addr.uaddr_lo = 0x5000;
-  addr.uaddr_hi = 0x5008;
-  addr.method = LD_GIL_TAKE_GIL;
-  add(store, addr);
+  gil_address(store);
   blocked(store, 100, 100, 10 * kMs, 310 * kMs, 310 * kMs, 202, 101, 100, "python3");
   syscall(store, 100, 100, LD_SYS_FUTEX_WAIT, 10 * kMs, 310 * kMs, 0x5000);
   store.finish();
@@ -686,6 +691,14 @@ void cuda(EvidenceStore& store, uint32_t tgid, uint32_t tid, uint16_t kind, uint
   add(store, r);
 }
 
+// Thread 100 waits four times 0.8 ms for the GIL (10, 20, 30, 40 ms): under the scheduler's
+// threshold, only the futex probe's timed calls say so.
+void short_gil_waits(EvidenceStore& store) {
+  gil_address(store);
+  for (uint64_t t = 10; t < 50; t += 10) syscall(store, 100, 100, LD_SYS_FUTEX_WAIT, t * kMs, t * kMs + 800'000, 0x5000);
+  blocked(store, 100, 100, 95 * kMs, 96 * kMs, 96 * kMs, 232, 0, 0, "swapper/0");
+}
+
 }  // namespace
 
 TEST(CudaAttribution, ASyncSpunOnTheCpuIsTheGpus) {
@@ -750,11 +763,7 @@ TEST(CudaAttribution, AGilWaitTheEngineThreadEndedIsWhatTheEngineDid) {
   // The event loop (100) waits for the GIL while the engine thread (101) runs the model's Python
   // and waits for the GPU: the wait is the engine's work, not GIL contention.
   EvidenceStore store;
-  auto addr = record<ld_gil_addr>(LD_EV_GIL_ADDR, 100, 0, 1);
-  addr.uaddr_lo = 0x5000;
-  addr.uaddr_hi = 0x5008;
-  addr.method = LD_GIL_TAKE_GIL;
-  add(store, addr);
+  gil_address(store);
   blocked(store, 100, 100, 10 * kMs, 60 * kMs, 60 * kMs, 202, 101, 100, "engine");
   syscall(store, 100, 100, LD_SYS_FUTEX_WAIT, 10 * kMs, 60 * kMs, 0x5000);
   cuda(store, 100, 101, LD_CUDA_LAUNCH, LD_CUDART_LAUNCH_KERNEL, 5 * kMs, 25 * kMs, 48);
@@ -770,11 +779,7 @@ TEST(CudaAttribution, AGilWaitTheEngineThreadEndedIsWhatTheEngineDid) {
 
 TEST(CudaAttribution, AGilWaitAnotherPythonThreadEndedStaysGil) {
   EvidenceStore store;
-  auto addr = record<ld_gil_addr>(LD_EV_GIL_ADDR, 100, 0, 1);
-  addr.uaddr_lo = 0x5000;
-  addr.uaddr_hi = 0x5008;
-  addr.method = LD_GIL_TAKE_GIL;
-  add(store, addr);
+  gil_address(store);
   blocked(store, 100, 100, 10 * kMs, 60 * kMs, 60 * kMs, 202, 102, 100, "metrics");
   syscall(store, 100, 100, LD_SYS_FUTEX_WAIT, 10 * kMs, 60 * kMs, 0x5000);
   cuda(store, 100, 101, LD_CUDA_SYNC, LD_CUDART_STREAM_SYNCHRONIZE, 30 * kMs, 50 * kMs);  // the engine, not the holder
@@ -788,13 +793,7 @@ TEST(CudaAttribution, ShortGilWaitsWhileTheEngineRanAreTheEngines) {
   // Waits under the scheduler's threshold have no waker: the futex probe's timed calls on the
   // GIL, while the engine thread (it calls CUDA) was running its Python.
   EvidenceStore store;
-  auto addr = record<ld_gil_addr>(LD_EV_GIL_ADDR, 100, 0, 1);
-  addr.uaddr_lo = 0x5000;
-  addr.uaddr_hi = 0x5008;
-  addr.method = LD_GIL_TAKE_GIL;
-  add(store, addr);
-  for (uint64_t t = 10; t < 50; t += 10) syscall(store, 100, 100, LD_SYS_FUTEX_WAIT, t * kMs, t * kMs + 800'000, 0x5000);
-  blocked(store, 100, 100, 95 * kMs, 96 * kMs, 96 * kMs, 232, 0, 0, "swapper/0");
+  short_gil_waits(store);
   cuda(store, 100, 101, LD_CUDA_LAUNCH, LD_CUDART_LAUNCH_KERNEL, 1 * kMs, 60 * kMs, 96);
   blocked(store, 100, 101, 90 * kMs, 91 * kMs, 91 * kMs, 232, 0, 0, "swapper/0");
   store.finish();
@@ -806,13 +805,7 @@ TEST(CudaAttribution, ShortGilWaitsWhileTheEngineRanAreTheEngines) {
 
 TEST(CudaAttribution, ShortGilWaitsWhileTheEngineSleptStayGil) {
   EvidenceStore store;
-  auto addr = record<ld_gil_addr>(LD_EV_GIL_ADDR, 100, 0, 1);
-  addr.uaddr_lo = 0x5000;
-  addr.uaddr_hi = 0x5008;
-  addr.method = LD_GIL_TAKE_GIL;
-  add(store, addr);
-  for (uint64_t t = 10; t < 50; t += 10) syscall(store, 100, 100, LD_SYS_FUTEX_WAIT, t * kMs, t * kMs + 800'000, 0x5000);
-  blocked(store, 100, 100, 95 * kMs, 96 * kMs, 96 * kMs, 232, 0, 0, "swapper/0");
+  short_gil_waits(store);
   cuda(store, 100, 101, LD_CUDA_LAUNCH, LD_CUDART_LAUNCH_KERNEL, 1 * kMs, 2 * kMs, 8);
   blocked(store, 100, 101, 5 * kMs, 80 * kMs, 80 * kMs, 232, 0, 0, "swapper/0");  // the engine idle in epoll
   store.finish();
