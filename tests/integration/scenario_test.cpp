@@ -465,7 +465,7 @@ TEST(RealStack, BatchEngineLongPromptsStallTheOtherStreams) {
     ++stalled;
     if (top == "batch_interference") ++stalled_hits;
   }
-  EXPECT_GE(stalled, 3u);
+  EXPECT_GE(stalled, 2u);  // how many streams a prompt finds decoding varies with the timing (2 to 10)
   EXPECT_GE(stalled_hits * 10, stalled * 9) << whole.report["outliers"].dump(1);
   EXPECT_TRUE(has_finding(whole.report, "batch_interference")) << whole.report["findings"].dump(1);
   // The slow gaps name the request whose prompt arrived: a long one.
