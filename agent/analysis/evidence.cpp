@@ -6,6 +6,7 @@
 
 #include "analysis/record_view.hpp"
 #include "events.h"
+#include "util/spans.hpp"
 
 namespace ld::analysis {
 
@@ -417,15 +418,7 @@ void EvidenceStore::infer_gpu_queued() {
       spans.push_back({c.start_ns, end});
     }
   }
-  for (auto& [tgid, spans] : gpu_queued_) {
-    std::sort(spans.begin(), spans.end());
-    std::vector<std::pair<uint64_t, uint64_t>> merged;
-    for (const auto& s : spans) {
-      if (!merged.empty() && s.first <= merged.back().second) merged.back().second = std::max(merged.back().second, s.second);
-      else merged.push_back(s);
-    }
-    spans = std::move(merged);
-  }
+  for (auto& [tgid, spans] : gpu_queued_) spans = util::merge_spans(std::move(spans));
 }
 
 bool EvidenceStore::uses_cuda(uint32_t tid) const {

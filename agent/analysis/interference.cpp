@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/spans.hpp"
+
 namespace ld::analysis {
 
 using model::Cause;
@@ -20,7 +22,7 @@ constexpr int kProducerLevels = 4;
 // The interfering requests the evidence lists (the largest prompts).
 constexpr size_t kListed = 8;
 
-using Spans = std::vector<std::pair<uint64_t, uint64_t>>;
+using util::Spans;
 
 double round1(double v) { return std::round(v * 10) / 10; }
 
@@ -32,23 +34,6 @@ double input_of(const Request& r) {
 uint64_t overlap(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
   const uint64_t lo = std::max(a, c), hi = std::min(b, d);
   return hi > lo ? hi - lo : 0;
-}
-
-// Sorted, merged: the union of the spans.
-Spans merged(Spans spans) {
-  std::sort(spans.begin(), spans.end());
-  Spans out;
-  for (const auto& s : spans) {
-    if (!out.empty() && s.first <= out.back().second) out.back().second = std::max(out.back().second, s.second);
-    else out.push_back(s);
-  }
-  return out;
-}
-
-uint64_t covered(const Spans& spans, uint64_t a, uint64_t b) {
-  uint64_t sum = 0;
-  for (const auto& [s, e] : spans) sum += overlap(a, b, s, e);
-  return sum;
 }
 
 // Token threads that send the tokens of two requests at once (an event loop serving every
@@ -139,12 +124,12 @@ void BatchInterference::apply(WindowAccount& acc, size_t request, uint64_t a, ui
     spans.push_back({std::max(a, it->a), std::min(b, it->b)});
   }
   if (hits.empty()) return;
-  spans = merged(std::move(spans));
+  spans = util::merge_spans(std::move(spans));
   // The compute shared threads did inside those spans (a piece's compute is spread evenly over it).
   double shared_ns = 0;
   for (const auto& p : acc.compute_pieces)
     if (p.b > p.a && shared(p.tid))
-      shared_ns += static_cast<double>(p.ns) * static_cast<double>(covered(spans, p.a, p.b)) / static_cast<double>(p.b - p.a);
+      shared_ns += static_cast<double>(p.ns) * static_cast<double>(util::covered_ns(spans, p.a, p.b)) / static_cast<double>(p.b - p.a);
   const uint64_t moved = std::min(static_cast<uint64_t>(shared_ns), compute - own_ns);
   if (moved == 0) return;
   acc.ns_of(Cause::kCompute) -= moved;
@@ -164,7 +149,7 @@ void BatchInterference::apply(WindowAccount& acc, size_t request, uint64_t a, ui
   };
   // The first one at the top level (rule facts take scalars), all in a list.
   nlohmann::json ev = describe(hits.front());
-  ev["overlap_ms"] = round1(static_cast<double>(covered(spans, a, b)) / kNsPerMs);
+  ev["overlap_ms"] = round1(static_cast<double>(util::covered_ns(spans, a, b)) / kNsPerMs);
   ev["requests"] = hits.size();
   ev["own_ms"] = round1(static_cast<double>(own_ns) / kNsPerMs);
   nlohmann::json list = nlohmann::json::array();

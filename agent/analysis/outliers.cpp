@@ -12,6 +12,7 @@
 #include "analysis/attribution.hpp"
 #include "analysis/interference.hpp"
 #include "model/stats.hpp"
+#include "util/spans.hpp"
 
 namespace ld::analysis {
 
@@ -21,14 +22,6 @@ namespace {
 constexpr double kNsPerMs = 1e6;
 double ms(uint64_t ns) { return static_cast<double>(ns) / kNsPerMs; }
 
-// The part of [a, b] inside `spans` (sorted, merged).
-uint64_t covered_ns(const std::vector<std::pair<uint64_t, uint64_t>>& spans, uint64_t a, uint64_t b) {
-  auto it = std::lower_bound(spans.begin(), spans.end(), a, [](const auto& s, uint64_t t) { return s.second <= t; });
-  uint64_t sum = 0;
-  for (; it != spans.end() && it->first < b; ++it) sum += std::min(b, it->second) - std::max(a, it->first);
-  return sum;
-}
-
 // A GPU engine's slow window: how long the GPU had work queued in it and how long it sat idle
 // (inferred from the CUDA calls, EvidenceStore::gpu_queued). A window whose time went to the CPU
 // side (the engine computing, waiting for a CPU, for the GIL) with the GPU idle says so on its
@@ -36,7 +29,7 @@ uint64_t covered_ns(const std::vector<std::pair<uint64_t, uint64_t>>& spans, uin
 void note_gpu_queue(model::Outlier& o, const EvidenceStore& store, uint32_t tgid, uint64_t a, uint64_t b) {
   const auto* queued = store.gpu_queued(tgid);
   if (!queued || b <= a) return;
-  const uint64_t busy = covered_ns(*queued, a, b);
+  const uint64_t busy = util::covered_ns(*queued, a, b);
   auto round1 = [](double v) { return std::round(v * 10) / 10; };
   o.facts["gpu_queued_ms"] = round1(ms(busy));
   o.facts["gpu_idle_ms"] = round1(ms(b - a - busy));
