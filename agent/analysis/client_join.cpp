@@ -40,11 +40,13 @@ double max_or_nan(const std::vector<double>& v) {
   return v.empty() ? kNaN : *std::max_element(v.begin(), v.end());
 }
 
-// Time outside the server if `s` served `c`: what ranks the candidates.
-uint64_t outside_cost(const Request& c, const Request& s) {
+// How far `s`'s times are from `c`'s if `s` served `c`: what ranks the candidates. The wait
+// before the server read the request and the difference in the last token; not the TTFTs'
+// difference, in which the before and after terms cancel to server TTFT, a ranking that picks
+// whichever candidate was slowest to its first token.
+uint64_t misfit(const Request& c, const Request& s) {
   const uint64_t before = s.start_ns > c.start_ns ? s.start_ns - c.start_ns : 0;
-  const uint64_t after = c.token_ns.front() > s.token_ns.front() ? c.token_ns.front() - s.token_ns.front() : 0;
-  return before + after + abs_diff(c.token_ns.back(), s.token_ns.back());
+  return before + abs_diff(c.token_ns.back(), s.token_ns.back());
 }
 
 bool causal(const Request& c, const Request& s) {
@@ -101,6 +103,100 @@ model::JoinedRequest join_one(const Request& c, const Request& s, model::ClientJ
   return j;
 }
 
+struct Assignment {
+  std::vector<int64_t> server_of;  // per client, -1 when unmatched
+  uint64_t by_port = 0;
+};
+
+// The server requests `c` could have caused, closest fit first: read after the client started
+// it and before the client's first token.
+std::vector<size_t> candidates_of(const Request& c, const std::vector<const Request*>& servers) {
+  const uint64_t from = c.start_ns > kToleranceNs ? c.start_ns - kToleranceNs : 0;
+  const uint64_t until = c.token_ns.front() + kToleranceNs;
+  auto it = std::lower_bound(servers.begin(), servers.end(), from,
+                             [](const Request* s, uint64_t t) { return s->start_ns < t; });
+  std::vector<size_t> out;
+  for (; it != servers.end() && (*it)->start_ns <= until; ++it)
+    if (causal(c, **it)) out.push_back(static_cast<size_t>(it - servers.begin()));
+  std::stable_sort(out.begin(), out.end(),
+                   [&](size_t a, size_t b) { return misfit(c, *servers[a]) < misfit(c, *servers[b]); });
+  return out;
+}
+
+// Kuhn's augmenting path from client `ci`: take a free candidate, or one whose client can move
+// to another of its own. Port matches are certain and never moved. Iterative DFS: a long trace
+// of concurrent requests must not grow the call stack.
+bool augment(size_t ci, const std::vector<std::vector<size_t>>& cands, std::vector<int64_t>& server_of,
+             std::vector<int64_t>& client_of, const std::vector<bool>& fixed, std::vector<uint32_t>& seen,
+             uint32_t round) {
+  struct Frame { size_t client; size_t next; };
+  std::vector<Frame> stack{{ci, 0}};
+  std::vector<size_t> path;  // the server taken at each frame but the top
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    if (f.next == cands[f.client].size()) {
+      stack.pop_back();
+      if (!path.empty()) path.pop_back();
+      continue;
+    }
+    const size_t si = cands[f.client][f.next++];
+    if (seen[si] == round) continue;
+    seen[si] = round;
+    const int64_t holder = client_of[si];
+    if (holder >= 0 && fixed[static_cast<size_t>(holder)]) continue;
+    path.push_back(si);
+    if (holder < 0) {
+      // Free: shift every client on the path onto the server it reached.
+      for (size_t k = 0; k < stack.size(); ++k) {
+        server_of[stack[k].client] = static_cast<int64_t>(path[k]);
+        client_of[path[k]] = static_cast<int64_t>(stack[k].client);
+      }
+      return true;
+    }
+    stack.push_back({static_cast<size_t>(holder), 0});
+  }
+  return false;
+}
+
+// Each client request gets at most one server request and no server request serves two. A
+// client and server with the same client port are certain; the rest are matched by time,
+// closest fit first, then augmented so that an earlier client's closer fit never leaves a later
+// client, which could only have caused that one request, unmatched.
+Assignment assign(const std::vector<const Request*>& clients, const std::vector<const Request*>& servers) {
+  Assignment out;
+  out.server_of.assign(clients.size(), -1);
+  std::vector<int64_t> client_of(servers.size(), -1);
+  std::vector<bool> fixed(clients.size(), false);
+  std::vector<std::vector<size_t>> cands(clients.size());
+  for (size_t ci = 0; ci < clients.size(); ++ci) {
+    cands[ci] = candidates_of(*clients[ci], servers);
+    const uint16_t port = clients[ci]->client_port;
+    if (!port) continue;
+    for (size_t si : cands[ci]) {
+      if (client_of[si] >= 0 || servers[si]->client_port != port) continue;
+      out.server_of[ci] = static_cast<int64_t>(si);
+      client_of[si] = static_cast<int64_t>(ci);
+      fixed[ci] = true;
+      out.by_port++;
+      break;
+    }
+  }
+  for (size_t ci = 0; ci < clients.size(); ++ci) {
+    if (fixed[ci]) continue;
+    for (size_t si : cands[ci]) {
+      if (client_of[si] >= 0) continue;
+      out.server_of[ci] = static_cast<int64_t>(si);
+      client_of[si] = static_cast<int64_t>(ci);
+      break;
+    }
+  }
+  std::vector<uint32_t> seen(servers.size(), 0);
+  uint32_t round = 0;
+  for (size_t ci = 0; ci < clients.size(); ++ci)
+    if (out.server_of[ci] < 0 && !cands[ci].empty()) augment(ci, cands, out.server_of, client_of, fixed, seen, ++round);
+  return out;
+}
+
 }  // namespace
 
 model::ClientJoin join_client(const model::Timeline& client, const model::Timeline& server,
@@ -120,35 +216,13 @@ model::ClientJoin join_client(const model::Timeline& client, const model::Timeli
   std::stable_sort(clients.begin(), clients.end(), by_start);
   std::stable_sort(servers.begin(), servers.end(), by_start);
 
-  std::vector<bool> used(servers.size(), false);
+  const Assignment assignment = assign(clients, servers);
   Accumulators acc;
-  uint64_t by_port = 0;
-  for (const Request* c : clients) {
-    // The server read it after the client started it, and before the client's first token.
-    const uint64_t from = c->start_ns > kToleranceNs ? c->start_ns - kToleranceNs : 0;
-    const uint64_t until = c->token_ns.front() + kToleranceNs;
-    auto it = std::lower_bound(servers.begin(), servers.end(), from,
-                               [](const Request* s, uint64_t t) { return s->start_ns < t; });
-    int64_t best = -1, best_port = -1;
-    uint64_t best_cost = UINT64_MAX, best_port_cost = UINT64_MAX;
-    for (; it != servers.end() && (*it)->start_ns <= until; ++it) {
-      const size_t i = static_cast<size_t>(it - servers.begin());
-      if (used[i] || !causal(*c, **it)) continue;
-      const uint64_t cost = outside_cost(*c, **it);
-      if (cost < best_cost) { best_cost = cost; best = static_cast<int64_t>(i); }
-      if (c->client_port && c->client_port == (*it)->client_port && cost < best_port_cost) {
-        best_port_cost = cost;
-        best_port = static_cast<int64_t>(i);
-      }
-    }
-    if (best_port >= 0) {
-      best = best_port;
-      by_port++;
-    }
-    if (best < 0) continue;
-    used[static_cast<size_t>(best)] = true;
-    join.requests.push_back(join_one(*c, *servers[static_cast<size_t>(best)], join, acc));
+  for (size_t ci = 0; ci < clients.size(); ++ci) {
+    if (assignment.server_of[ci] < 0) continue;
+    join.requests.push_back(join_one(*clients[ci], *servers[static_cast<size_t>(assignment.server_of[ci])], join, acc));
   }
+  const uint64_t by_port = assignment.by_port;
   join.matched = join.requests.size();
   join.method = join.matched > 0 && 2 * by_port >= join.matched ? "client_port" : "time";
   join.client_ttft_ms = model::describe(std::move(acc.client_ttft));

@@ -137,6 +137,41 @@ TEST(ClientJoin, ABufferingProxyIsOutsideTheServerAndFound) {
   EXPECT_NE(text.find("tokens that arrived together although sent apart: 76 of 76 (100%)"), std::string::npos) << text;
 }
 
+// Two clients through a buffering proxy, the second 3 ms after the first. The second's server
+// request has the longer TTFT and the faster tokens, so it ends nearer the first client's read:
+// a ranking by TTFT alone would give it to the first client and leave the second, whose own
+// request started after the first's, with nothing it could have caused. Each gets its own.
+TEST(ClientJoin, ConcurrentRequestsBehindAProxyEachGetTheirOwn) {
+  Timeline server, client;
+  server.requests = {request("9:c1#1", 0.2, steady(40.2, 20, 10), 50000),
+                     request("9:c2#1", 3.2, steady(51.2, 20, 9.5), 50001)};
+  client.requests = {request("req-1", 0.0, std::vector<double>(20, 231.2), 41000),
+                     request("req-2", 3.0, std::vector<double>(20, 232.7), 41001)};
+  std::vector<std::string> warnings;
+  const auto join = ld::analysis::join_client(client, server, "jsonl:c.jsonl", warnings);
+  EXPECT_TRUE(warnings.empty()) << warnings.front();
+  ASSERT_EQ(join.matched, 2u);
+  EXPECT_EQ(join.requests[0].server_id, "9:c1#1");
+  EXPECT_EQ(join.requests[1].server_id, "9:c2#1");
+}
+
+// When the closest candidate of one client is the only one another client could have caused,
+// the join gives up the closer fit rather than a request: every client that can be matched is.
+TEST(ClientJoin, AClosestFitDoesNotLeaveAnotherClientUnmatched) {
+  Timeline server, client;
+  // s1 could serve either client; s2 started too late for req-2's first token and serves req-1.
+  server.requests = {request("9:c1#1", 5.0, steady(20, 5, 10), 50000),
+                     request("9:c2#1", 6.0, steady(72, 5, 10), 50001)};
+  client.requests = {request("req-1", 4.0, std::vector<double>(5, 70.5), 41000),
+                     request("req-2", 4.5, std::vector<double>(5, 61), 41001)};
+  std::vector<std::string> warnings;
+  const auto join = ld::analysis::join_client(client, server, "jsonl:c.jsonl", warnings);
+  ASSERT_EQ(join.matched, 2u) << (warnings.empty() ? "" : warnings.front());
+  EXPECT_EQ(join.requests[0].client_id, "req-1");
+  EXPECT_EQ(join.requests[0].server_id, "9:c2#1");
+  EXPECT_EQ(join.requests[1].server_id, "9:c1#1");
+}
+
 // Time spent before the server read the request (a slow connect, a queueing proxy) dominates.
 TEST(ClientJoin, WaitBeforeTheServerReadIsFound) {
   Timeline server, client;
