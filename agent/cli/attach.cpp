@@ -30,56 +30,43 @@ int run_attach(const AttachOptions& o) {
   probes::RecordOptions options;
   std::optional<std::string> token_source;
   std::string client_source;
-  try {
-    // Live alerts are for a person watching: read every second unless told otherwise.
-    options = o.live ? to_record_options(o.record, 1000) : to_record_options(o.record);
-    token_source = parse_token_source(o.tokens);
-    if (!token_source)
-      throw std::invalid_argument(fmt::format("--tokens {}: expected sse or jsonl:FILE", o.tokens));
-    client_source = parse_client_source(o.client);
-    render(model::Report{}, o.format);  // rejects an unknown format before we trace
-  } catch (const std::invalid_argument& e) {
-    print_error("attach", e.what());
-    return kExitUsage;
-  }
+  // Live alerts are for a person watching: read every second unless told otherwise.
+  options = o.live ? to_record_options(o.record, 1000) : to_record_options(o.record);
+  token_source = parse_token_source(o.tokens);
+  if (!token_source)
+    throw std::invalid_argument(fmt::format("--tokens {}: expected sse or jsonl:FILE", o.tokens));
+  client_source = parse_client_source(o.client);
+  render(model::Report{}, o.format);  // rejects an unknown format before we trace
   options.trace_path = o.record_path;
   options.token_source = *token_source;
-  try {
-    auto out = Output::open(o.output);
-    const rules::RuleSet rule_set = rules::load_rules(o.rules);  // a bad --rules fails before tracing
-    analysis::EventAnalyzer analyzer;
-    if (format_needs_thread_tracks(o.format)) analyzer.keep_thread_tracks();
-    probes::install_stop_signals();
-    auto status = [&] {
-      return fmt::format("{} events, {} requests", analyzer.records(), analyzer.request_lines_seen());
-    };
-    // --live: the article's perception limits (a first token after 800 ms feels stuck, a gap over
-    // 150 ms reads as a broken sentence), shown as they happen; the causes come in the report.
-    analysis::LiveWatch live(model::Thresholds{}.ttft_stuck_ms, model::Thresholds{}.gap_broken_ms);
-    auto recorded = probes::record(
-        options,
-        [&](const ld_hdr& rec, size_t size) {
-          analyzer.on_record(rec, size);
-          if (o.live)
-            if (auto line = live.on_record(rec, size); !line.empty())
-              fmt::print(stderr, "{}{}\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", line);  // over the progress line
-        },
-        status);
-    auto report = analyzer.finish(trace::TraceMeta{recorded.header, recorded.trailer, {}}, options.token_source,
-                                  std::move(recorded.warnings), client_source);
-    rules::apply_rules(report, rule_set, rules::host_facts_of(report));
-    out->write(render(report, o.format));
-    print_warnings(report.warnings);
-    if (!o.record_path.empty() && !o.record.quiet)
-      fmt::print(stderr, "trace written to {} (latency-doctor report {})\n", o.record_path, o.record_path);
-    return kExitOk;
-  } catch (const std::invalid_argument& e) {
-    print_error("attach", e.what());
-    return kExitUsage;
-  } catch (const std::exception& e) {
-    print_error("attach", e.what());
-    return kExitRuntime;
-  }
+  auto out = Output::open(o.output);
+  const rules::RuleSet rule_set = rules::load_rules(o.rules);  // a bad --rules fails before tracing
+  analysis::EventAnalyzer analyzer;
+  if (format_needs_thread_tracks(o.format)) analyzer.keep_thread_tracks();
+  probes::install_stop_signals();
+  auto status = [&] {
+    return fmt::format("{} events, {} requests", analyzer.records(), analyzer.request_lines_seen());
+  };
+  // --live: the article's perception limits (a first token after 800 ms feels stuck, a gap over
+  // 150 ms reads as a broken sentence), shown as they happen; the causes come in the report.
+  analysis::LiveWatch live(model::Thresholds{}.ttft_stuck_ms, model::Thresholds{}.gap_broken_ms);
+  auto recorded = probes::record(
+      options,
+      [&](const ld_hdr& rec, size_t size) {
+        analyzer.on_record(rec, size);
+        if (o.live)
+          if (auto line = live.on_record(rec, size); !line.empty())
+            fmt::print(stderr, "{}{}\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", line);  // over the progress line
+      },
+      status);
+  auto report = analyzer.finish(trace::TraceMeta{recorded.header, recorded.trailer, {}}, options.token_source,
+                                std::move(recorded.warnings), client_source);
+  rules::apply_rules(report, rule_set, rules::host_facts_of(report));
+  out->write(render(report, o.format));
+  print_warnings(report.warnings);
+  if (!o.record_path.empty() && !o.record.quiet)
+    fmt::print(stderr, "trace written to {} (latency-doctor report {})\n", o.record_path, o.record_path);
+  return kExitOk;
 }
 
 }  // namespace
@@ -112,7 +99,7 @@ void register_attach(CLI::App& app, int& exit_code) {
   sub->add_flag("--live", opts->live,
                 "Also print each slow first token (> 800 ms) and slow gap (> 150 ms) on stderr as it happens; "
                 "the causes come with the report");
-  sub->callback([opts, &exit_code] { exit_code = run_attach(*opts); });
+  sub->callback([opts, &exit_code] { exit_code = run_command("attach", [&] { return run_attach(*opts); }); });
 }
 
 }  // namespace ld::cli

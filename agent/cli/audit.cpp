@@ -42,29 +42,19 @@ std::string nginx_conf_path(const AuditOptions& o) {
 
 int run_audit(const AuditOptions& o) {
   audit::AuditRequest request;
-  try {
-    request.root = o.root;
-    request.target = {o.pid, o.cgroup};
-    request.nginx_conf = nginx_conf_path(o);
-    request.rule_paths = o.rule_paths;
-    if (o.pid < 0) throw std::invalid_argument(fmt::format("--pid {}: expected a process id", o.pid));
-  } catch (const std::invalid_argument& e) {
-    print_error("audit", e.what());
-    return kExitUsage;
-  }
-  try {
-    auto out = Output::open(o.output);
-    auto result = audit::run_audit(request);
-    out->write(render_audit(result, o.format));
-    // Warnings on stderr too: a sysctl file on stdout must stay clean.
-    print_warnings(result.host.warnings);
-    print_warnings(result.warnings);
-    if (!o.fail_on.empty() && audit::has_finding_at_or_above(result.findings, o.fail_on)) return kExitAuditFinding;
-    return kExitOk;
-  } catch (const std::exception& e) {
-    print_error("audit", e.what());
-    return kExitRuntime;
-  }
+  request.root = o.root;
+  request.target = {o.pid, o.cgroup};
+  request.nginx_conf = nginx_conf_path(o);
+  request.rule_paths = o.rule_paths;
+  if (o.pid < 0) throw std::invalid_argument(fmt::format("--pid {}: expected a process id", o.pid));
+  auto out = Output::open(o.output);
+  auto result = audit::run_audit(request);
+  out->write(render_audit(result, o.format));
+  // Warnings on stderr too: a sysctl file on stdout must stay clean.
+  print_warnings(result.host.warnings);
+  print_warnings(result.warnings);
+  if (!o.fail_on.empty() && audit::has_finding_at_or_above(result.findings, o.fail_on)) return kExitAuditFinding;
+  return kExitOk;
 }
 
 }  // namespace
@@ -100,7 +90,7 @@ void register_audit(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"warn", "crit"}));
   add_rules_option(sub, opts->rule_paths);
   sub->add_option("-o,--output", opts->output, "Write to FILE (mode 0600)")->type_name("FILE");
-  sub->callback([opts, &exit_code] { exit_code = run_audit(*opts); });
+  sub->callback([opts, &exit_code] { exit_code = run_command("audit", [&] { return run_audit(*opts); }); });
 }
 
 }  // namespace ld::cli

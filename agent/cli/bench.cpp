@@ -13,21 +13,13 @@ int run_bench_cmd(const bench::BenchOptions& o, bool quiet) {
     print_error("bench", "--requests, --concurrency and --max-tokens must be positive");
     return kExitUsage;
   }
-  try {
-    auto progress = [quiet](const std::string& line) {
-      if (!quiet) fmt::print(stderr, "{}\n", line);
-    };
-    auto result = bench::run_bench(o, progress);
-    fmt::print("{}", bench::format_bench_summary(result));
-    if (!o.tokens_out.empty() && !quiet) fmt::print(stderr, "token log written to {}\n", o.tokens_out);
-    return result.failed == static_cast<int>(result.requests.size()) ? kExitRuntime : kExitOk;
-  } catch (const std::invalid_argument& e) {
-    print_error("bench", e.what());
-    return kExitUsage;
-  } catch (const std::exception& e) {
-    print_error("bench", e.what());
-    return kExitRuntime;
-  }
+  auto progress = [quiet](const std::string& line) {
+    if (!quiet) fmt::print(stderr, "{}\n", line);
+  };
+  auto result = bench::run_bench(o, progress);
+  fmt::print("{}", bench::format_bench_summary(result));
+  if (!o.tokens_out.empty() && !quiet) fmt::print(stderr, "token log written to {}\n", o.tokens_out);
+  return result.failed == static_cast<int>(result.requests.size()) ? kExitRuntime : kExitOk;
 }
 
 }  // namespace
@@ -63,7 +55,7 @@ void register_bench(CLI::App& app, int& exit_code) {
                 "Accept compressed responses (gzip, deflate, br), as browsers and the OpenAI SDKs do: a proxy "
                 "that compresses the stream then holds tokens back for this client too");
   sub->add_flag("-q,--quiet", *quiet, "No progress on stderr");
-  sub->callback([opts, quiet, &exit_code] { exit_code = run_bench_cmd(*opts, *quiet); });
+  sub->callback([opts, quiet, &exit_code] { exit_code = run_command("bench", [&] { return run_bench_cmd(*opts, *quiet); }); });
 }
 
 }  // namespace ld::cli

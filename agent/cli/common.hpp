@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,22 @@ inline constexpr const char* kClientHelp =
 // Prints "latency-doctor CMD: error: WHAT" on stderr.
 void print_error(const std::string& command, const std::string& what);
 void print_warnings(const std::vector<std::string>& warnings);
+
+// Every subcommand's callback runs its body through this: what escapes it becomes the
+// contract's one-line error and exit code, std::invalid_argument (a flag, a PID, a URL the user
+// gave) kExitUsage, any other exception kExitRuntime. Nothing reaches CLI11 or std::terminate.
+template <class Body>
+int run_command(const char* command, Body&& body) {
+  try {
+    return body();
+  } catch (const std::invalid_argument& e) {
+    print_error(command, e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    print_error(command, e.what());
+    return kExitRuntime;
+  }
+}
 
 // Subcommand registration: one file each. exit_code receives the command's result.
 void register_attach(CLI::App& app, int& exit_code);

@@ -67,7 +67,7 @@ void register_dump(CLI::App& app, int& exit_code) {
   sub->add_option("--since", opts->since, "How far back: 30s, 10m, 1h")->capture_default_str();
   sub->add_option("-o,--output", opts->output, "The trace file to write (FILE.ldtrace)")->required();
   sub->add_option("--socket", opts->socket, "The serve's socket (serve --socket)")->capture_default_str();
-  sub->callback([opts, &exit_code] { exit_code = run_dump(*opts); });
+  sub->callback([opts, &exit_code] { exit_code = run_command("dump", [&] { return run_dump(*opts); }); });
 }
 
 }  // namespace ld::cli

@@ -15,31 +15,18 @@ struct RecordCmdOptions {
 
 int run_record(const RecordCmdOptions& o) {
   probes::RecordOptions options;
-  try {
-    options = to_record_options(o.record);
-  } catch (const std::invalid_argument& e) {
-    print_error("record", e.what());
-    return kExitUsage;
-  }
+  options = to_record_options(o.record);
   options.trace_path = o.output;
-  try {
-    probes::install_stop_signals();
-    uint64_t records = 0;
-    auto status = [&] { return fmt::format("{} events", records); };
-    auto recorded = probes::record(options, [&](const ld_hdr&, size_t) { records++; }, status);
-    print_warnings(recorded.warnings);
-    uint64_t lost = 0;
-    for (const auto& p : recorded.trailer.probes) lost += p.lost;
-    fmt::print(stderr, "wrote {}: {} events, {} lost, stopped by {}\n  next: latency-doctor report {}\n",
-               o.output, records, lost, recorded.stop_reason, o.output);
-    return kExitOk;
-  } catch (const std::invalid_argument& e) {
-    print_error("record", e.what());
-    return kExitUsage;
-  } catch (const std::exception& e) {
-    print_error("record", e.what());
-    return kExitRuntime;
-  }
+  probes::install_stop_signals();
+  uint64_t records = 0;
+  auto status = [&] { return fmt::format("{} events", records); };
+  auto recorded = probes::record(options, [&](const ld_hdr&, size_t) { records++; }, status);
+  print_warnings(recorded.warnings);
+  uint64_t lost = 0;
+  for (const auto& p : recorded.trailer.probes) lost += p.lost;
+  fmt::print(stderr, "wrote {}: {} events, {} lost, stopped by {}\n  next: latency-doctor report {}\n",
+             o.output, records, lost, recorded.stop_reason, o.output);
+  return kExitOk;
 }
 
 }  // namespace
@@ -55,7 +42,7 @@ void register_record(CLI::App& app, int& exit_code) {
       "  latency-doctor report incident.ldtrace");
   add_record_flags(sub, opts->record, "30s");
   sub->add_option("-o,--output", opts->output, "The trace file to write (FILE.ldtrace)")->required();
-  sub->callback([opts, &exit_code] { exit_code = run_record(*opts); });
+  sub->callback([opts, &exit_code] { exit_code = run_command("record", [&] { return run_record(*opts); }); });
 }
 
 }  // namespace ld::cli

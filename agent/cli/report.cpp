@@ -23,38 +23,28 @@ struct ReportOptions {
 int run_report(const ReportOptions& o) {
   std::string token_source = "sse";
   std::string client_source;
-  try {
-    if (!o.tokens.empty()) {
-      auto parsed = parse_token_source(o.tokens);
-      if (!parsed)
-        throw std::invalid_argument(fmt::format("--tokens {}: expected sse or jsonl:FILE", o.tokens));
-      token_source = *parsed;
-    }
-    client_source = parse_client_source(o.client);
-    render(model::Report{}, o.format);
-  } catch (const std::invalid_argument& e) {
-    print_error("report", e.what());
-    return kExitUsage;
+  if (!o.tokens.empty()) {
+    auto parsed = parse_token_source(o.tokens);
+    if (!parsed)
+      throw std::invalid_argument(fmt::format("--tokens {}: expected sse or jsonl:FILE", o.tokens));
+    token_source = *parsed;
   }
-  try {
-    auto out = Output::open(o.output);
-    const rules::RuleSet rule_set = rules::load_rules(o.rules);
-    analysis::EventAnalyzer analyzer;
-    if (format_needs_thread_tracks(o.format)) analyzer.keep_thread_tracks();
-    auto read = trace::read_trace(o.trace_path, [&](const ld_hdr& rec) {
-      analyzer.on_record(rec, rec.size);
-    });
-    const trace::TraceMeta meta = trace::read_meta(read.header, read.trailer);
-    if (o.tokens.empty()) token_source = meta.header.token_source;  // as recorded
-    auto report = analyzer.finish(meta, token_source, read.warnings, client_source);
-    rules::apply_rules(report, rule_set, rules::host_facts_of(report));
-    out->write(render(report, o.format));
-    print_warnings(report.warnings);
-    return kExitOk;
-  } catch (const std::exception& e) {
-    print_error("report", e.what());
-    return kExitRuntime;
-  }
+  client_source = parse_client_source(o.client);
+  render(model::Report{}, o.format);
+  auto out = Output::open(o.output);
+  const rules::RuleSet rule_set = rules::load_rules(o.rules);
+  analysis::EventAnalyzer analyzer;
+  if (format_needs_thread_tracks(o.format)) analyzer.keep_thread_tracks();
+  auto read = trace::read_trace(o.trace_path, [&](const ld_hdr& rec) {
+    analyzer.on_record(rec, rec.size);
+  });
+  const trace::TraceMeta meta = trace::read_meta(read.header, read.trailer);
+  if (o.tokens.empty()) token_source = meta.header.token_source;  // as recorded
+  auto report = analyzer.finish(meta, token_source, read.warnings, client_source);
+  rules::apply_rules(report, rule_set, rules::host_facts_of(report));
+  out->write(render(report, o.format));
+  print_warnings(report.warnings);
+  return kExitOk;
 }
 
 }  // namespace
@@ -79,7 +69,7 @@ void register_report(CLI::App& app, int& exit_code) {
                       " (Chrome trace-event JSON for ui.perfetto.dev)")->capture_default_str();
   sub->add_option("-o,--output", opts->output, "Write the report to FILE (mode 0600)");
   add_rules_option(sub, opts->rules);
-  sub->callback([opts, &exit_code] { exit_code = run_report(*opts); });
+  sub->callback([opts, &exit_code] { exit_code = run_command("report", [&] { return run_report(*opts); }); });
 }
 
 }  // namespace ld::cli

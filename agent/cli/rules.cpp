@@ -88,10 +88,10 @@ void register_rules(CLI::App& app, int& exit_code) {
       "  latency-doctor rules check --rules ./my-rules");
   auto* list = sub->add_subcommand("list", "The rules that apply: id, cause, severity, scope, title");
   add_rules_option(list, opts->paths);
-  list->callback([opts, &exit_code] { exit_code = run_list(*opts); });
+  list->callback([opts, &exit_code] { exit_code = run_command("rules list", [&] { return run_list(*opts); }); });
   auto* check = sub->add_subcommand("check", "Load every rule file; print file:line for each problem (exit 2)");
   add_rules_option(check, opts->paths);
-  check->callback([opts, &exit_code] { exit_code = run_check(*opts); });
+  check->callback([opts, &exit_code] { exit_code = run_command("rules check", [&] { return run_check(*opts); }); });
 }
 
 }  // namespace ld::cli

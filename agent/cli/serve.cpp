@@ -133,27 +133,16 @@ class BlockSignals {
 int run_serve(const ServeCmdOptions& o) {
   probes::RecordOptions record;
   serve::ServeOptions options;
-  try {
-    RecordFlags flags = o.record;
-    flags.duration = "1s";  // unused: serve runs until SIGTERM
-    record = to_record_options(flags);
-    record.duration_ms = 0;
-    options = to_serve_options(o);
-    options.flush_ms = record.read_interval_ms;
-  } catch (const std::invalid_argument& e) {
-    print_error("serve", e.what());
-    return kExitUsage;
-  }
+  RecordFlags flags = o.record;
+  flags.duration = "1s";  // unused: serve runs until SIGTERM
+  record = to_record_options(flags);
+  record.duration_ms = 0;
+  options = to_serve_options(o);
+  options.flush_ms = record.read_interval_ms;
   std::unique_ptr<serve::Service> service;
-  try {
+  {
     BlockSignals blocked;
     service = std::make_unique<serve::Service>(options);
-  } catch (const std::invalid_argument& e) {
-    print_error("serve", e.what());
-    return kExitUsage;
-  } catch (const std::exception& e) {
-    print_error("serve", e.what());
-    return kExitRuntime;
   }
   probes::install_stop_signals();
   struct sigaction sa {};
@@ -174,67 +163,59 @@ int run_serve(const ServeCmdOptions& o) {
                                      fmt::join(options.pids, ", ")));
     return kExitRuntime;
   }
-  try {
-    while (!probes::stop_requested()) {
-      // No target yet: look again every second (cheap: comm first) until one shows up.
-      std::vector<int> targets = service->refresh_targets(nullptr);
-      if (targets.empty()) {
-        static bool said = false;
-        if (!said) service->log("no target yet; looking every second");
-        said = true;
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-        continue;
-      }
-      record.pids = targets;
-      record.keep_running = true;
-      record.quiet = true;
-      record.on_start = [&](const trace::TraceHeader& header) { service->on_start(header); };
-      serve::SessionHooks hooks;
-      probes::ProbeSession* session_ptr = nullptr;
-      hooks.add_target = [&](int pid) {
-        if (session_ptr) session_ptr->add_target(static_cast<uint32_t>(pid));
-      };
-      hooks.status = [&] { return session_ptr ? session_ptr->status() : std::vector<model::ProbeStatus>{}; };
-      bool announced = false;
-      record.on_wake = [&](probes::ProbeSession& session, uint64_t now) {
-        session_ptr = &session;
-        if (!announced) {
-          announced = true;
-          // bench/lib.sh and the tests wait for this line.
-          service->log(fmt::format("attached to pid {} ({} target(s): {})", targets.front(), service->target_count(),
-                                   service->describe_targets()));
-        }
-        if (g_reload) {
-          g_reload = 0;
-          service->log(service->reload_rules());
-        }
-        service->on_wake(now, hooks);
-      };
-      probes::RecordResult result;
-      try {
-        result = probes::record(record, [&](const ld_hdr& rec, size_t size) { service->on_record(rec, size); });
-      } catch (const std::runtime_error& e) {
-        // The target went between finding it and attaching: look again.
-        if (std::string(e.what()).rfind("no process with pid", 0) == 0) continue;
-        throw;
-      }
-      print_warnings(result.warnings);
-      // The last window: what happened since the previous cut is counted and pushed (OTLP)
-      // before the stop, with the probes' final counters.
-      serve::SessionHooks last;
-      last.status = [&] { return result.trailer.probes; };
-      service->cut_window(host::monotonic_now_ns(), last);
-      service->finish(result.trailer);
-      service->log(fmt::format("stopping ({}); detaching the probes", result.stop_reason));
-      result.session.reset();  // detach before the exit code: nothing stays attached
-      break;
+  while (!probes::stop_requested()) {
+    // No target yet: look again every second (cheap: comm first) until one shows up.
+    std::vector<int> targets = service->refresh_targets(nullptr);
+    if (targets.empty()) {
+      static bool said = false;
+      if (!said) service->log("no target yet; looking every second");
+      said = true;
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      continue;
     }
-  } catch (const std::invalid_argument& e) {
-    print_error("serve", e.what());
-    return kExitUsage;
-  } catch (const std::exception& e) {
-    print_error("serve", e.what());
-    return kExitRuntime;
+    record.pids = targets;
+    record.keep_running = true;
+    record.quiet = true;
+    record.on_start = [&](const trace::TraceHeader& header) { service->on_start(header); };
+    serve::SessionHooks hooks;
+    probes::ProbeSession* session_ptr = nullptr;
+    hooks.add_target = [&](int pid) {
+      if (session_ptr) session_ptr->add_target(static_cast<uint32_t>(pid));
+    };
+    hooks.status = [&] { return session_ptr ? session_ptr->status() : std::vector<model::ProbeStatus>{}; };
+    bool announced = false;
+    record.on_wake = [&](probes::ProbeSession& session, uint64_t now) {
+      session_ptr = &session;
+      if (!announced) {
+        announced = true;
+        // bench/lib.sh and the tests wait for this line.
+        service->log(fmt::format("attached to pid {} ({} target(s): {})", targets.front(), service->target_count(),
+                                 service->describe_targets()));
+      }
+      if (g_reload) {
+        g_reload = 0;
+        service->log(service->reload_rules());
+      }
+      service->on_wake(now, hooks);
+    };
+    probes::RecordResult result;
+    try {
+      result = probes::record(record, [&](const ld_hdr& rec, size_t size) { service->on_record(rec, size); });
+    } catch (const std::runtime_error& e) {
+      // The target went between finding it and attaching: look again.
+      if (std::string(e.what()).rfind("no process with pid", 0) == 0) continue;
+      throw;
+    }
+    print_warnings(result.warnings);
+    // The last window: what happened since the previous cut is counted and pushed (OTLP)
+    // before the stop, with the probes' final counters.
+    serve::SessionHooks last;
+    last.status = [&] { return result.trailer.probes; };
+    service->cut_window(host::monotonic_now_ns(), last);
+    service->finish(result.trailer);
+    service->log(fmt::format("stopping ({}); detaching the probes", result.stop_reason));
+    result.session.reset();  // detach before the exit code: nothing stays attached
+    break;
   }
   service.reset();
   return kExitOk;
@@ -298,7 +279,7 @@ void register_serve(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   sub->add_flag("-q,--quiet", opts->record.quiet, "No log lines on stderr but errors");
   sub->add_flag("-v,--verbose", opts->record.verbose, "Show libbpf's log");
-  sub->callback([opts, &exit_code] { exit_code = run_serve(*opts); });
+  sub->callback([opts, &exit_code] { exit_code = run_command("serve", [&] { return run_serve(*opts); }); });
 }
 
 }  // namespace ld::cli

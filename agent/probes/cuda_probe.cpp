@@ -185,8 +185,11 @@ class CudaProbe : public Probe {
   uint64_t user_records() const override { return user_records_; }
 
   std::string detail() const override {
-    return per_process_detail("uprobes on the CUDA driver/runtime entry points", procs_,
-                              [&](const Proc& p) { return describe(p); });
+    // "attached" must not read as hooked when no target mapped CUDA: say so first.
+    const bool hooked = std::any_of(procs_.begin(), procs_.end(), [](const auto& kv) { return !kv.second.libs.empty(); });
+    return per_process_detail(hooked ? "uprobes on the CUDA driver/runtime entry points"
+                                     : "nothing hooked: no target mapped a CUDA library during the trace",
+                              procs_, [&](const Proc& p) { return describe(p); });
   }
 
  private:
@@ -197,7 +200,7 @@ class CudaProbe : public Probe {
   // Attaches the CUDA libraries the process maps that are not attached yet; schedules the
   // next look while the window is open and either library is still missing.
   void search(Proc& p, uint64_t now) {
-    std::string maps = util::read_file(fmt::format("/proc/{}/maps", p.tgid));
+    std::string maps = read_process_maps(p.tgid, now);
     if (maps.empty()) {
       p.gone = true;
       p.searching = false;

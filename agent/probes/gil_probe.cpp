@@ -144,7 +144,7 @@ class GilProbe : public Probe {
 
   // Finds the Python runtime in the process's mappings and arms the learning uprobes.
   void search(Proc& p, uint64_t now) {
-    std::string maps = util::read_file(fmt::format("/proc/{}/maps", p.tgid));
+    std::string maps = read_process_maps(p.tgid, now);
     if (maps.empty()) {
       p.phase = Phase::Gone;
       return;

@@ -16,6 +16,14 @@ namespace ld::probes {
 // the read interval's wake-up, which a server thread waits out anyway.
 constexpr uint64_t kFirstLookAgainNs = 1000000000ULL;
 
+// /proc/PID/maps, read once for every probe that looks at the process within kMapsFreshNs of
+// that read (the gil and cuda probes look at the same ticks: one read serves both); "" when
+// the process is gone. Thread-safe: probes start in parallel.
+constexpr uint64_t kMapsFreshNs = 50'000'000;
+std::string read_process_maps(uint32_t tgid, uint64_t now);
+// How many times read_process_maps read the file: for the tests.
+uint64_t process_maps_reads();
+
 // The next look after `looks` looks so far (which it counts), at the latest at `until`.
 inline uint64_t next_look_ns(uint64_t now, uint32_t& looks, uint64_t until) {
   return std::min(now + (kFirstLookAgainNs << std::min<uint32_t>(looks++, 4)), until);

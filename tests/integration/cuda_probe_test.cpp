@@ -23,6 +23,7 @@
 #include "events.h"
 #include "probe_test_util.hpp"
 #include "probes/elf_symbols.hpp"
+#include "probes/process_search.hpp"
 #include "trace/cuda_api.hpp"
 
 using namespace std::chrono_literals;
@@ -290,6 +291,8 @@ TEST(CudaProbe, YoungTargetWithoutCudaIsLookedAtAgain) {
   EXPECT_EQ(status.value("status", ""), "attached") << status.dump();
   EXPECT_NE(status.value("reason", "").find("no CUDA library"), std::string::npos)
       << status.dump();
+  // "attached" must not read as hooked: the reason says first that nothing was.
+  EXPECT_EQ(status.value("reason", "").rfind("nothing hooked", 0), 0u) << status.dump();
 }
 
 // The runtime dlopen()ed after the attach (as `import torch` does): found at a later look of the
@@ -352,3 +355,23 @@ TEST(CudaSymbols, DynamicSymbolsOfTheFakeDriver) {
   }
   EXPECT_TRUE(ld::probes::find_dynamic_symbols("/nonexistent", {"cuInit"}).empty());
 }
+
+// The gil and cuda probes look at a process's maps at the same ticks: one read serves both
+// within kMapsFreshNs, and a later look reads the file again (a library loaded since is seen).
+TEST(ProcessMaps, OneReadServesEveryProbeLookingAtTheSameTime) {
+  using ld::probes::kMapsFreshNs;
+  using ld::probes::process_maps_reads;
+  using ld::probes::read_process_maps;
+  const uint32_t self = static_cast<uint32_t>(getpid());
+  const uint64_t t0 = 1'000'000'000'000ULL + static_cast<uint64_t>(getpid()) * kMapsFreshNs * 4;
+  const uint64_t before = process_maps_reads();
+  const std::string first = read_process_maps(self, t0);
+  EXPECT_NE(first.find("[stack]"), std::string::npos);
+  EXPECT_EQ(read_process_maps(self, t0 + kMapsFreshNs / 2), first);
+  EXPECT_EQ(process_maps_reads(), before + 1);
+  read_process_maps(self, t0 + kMapsFreshNs + 1);
+  EXPECT_EQ(process_maps_reads(), before + 2);
+  // A process that is gone reads as "".
+  EXPECT_EQ(read_process_maps(0x7ffffff0u, t0 + 2 * kMapsFreshNs), "");
+}
+
