@@ -397,17 +397,19 @@ bool CudaCall::blocks() const { return kind == LD_CUDA_SYNC || kind == LD_CUDA_M
 // The GPU's queue is not observed (that would take the driver's own counters, or CUPTI): a
 // thread that launched work and then waited for the GPU had work queued from its first launch
 // until that wait returned. Work launched with no wait after it (within the horizon) counts
-// only while it was being launched: an idle GPU is never claimed busy on a guess.
+// only while it was being launched: an idle GPU is never claimed busy on a guess. A process
+// whose threads synced but never launched had its launches untraced (--cuda-launches off): its
+// queue is unknown, not empty, and gets no entry.
 void EvidenceStore::infer_gpu_queued() {
   gpu_queued_.clear();
   cuda_threads_.clear();
   for (const auto& [tid, t] : threads_) {
     if (t.cuda.empty()) continue;
     cuda_threads_[t.tgid].push_back(tid);
-    auto& spans = gpu_queued_[t.tgid];
     for (size_t i = 0; i < t.cuda.size(); ++i) {
       const CudaCall& c = t.cuda[i];
       if (c.kind != LD_CUDA_LAUNCH) continue;
+      auto& spans = gpu_queued_[t.tgid];
       uint64_t end = c.end_ns;
       for (size_t j = i + 1; j < t.cuda.size() && t.cuda[j].start_ns < c.end_ns + kGpuQueueHorizonNs; ++j) {
         if (t.cuda[j].kind == LD_CUDA_SYNC || t.cuda[j].kind == LD_CUDA_MEMCPY) {

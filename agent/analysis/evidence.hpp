@@ -181,7 +181,7 @@ class EvidenceStore {
   // which process `tgid` had work queued on the GPU, inferred from its calls: a burst of
   // launches to the return of the next call that waited for the GPU on the same thread (or to
   // its last launch, when none followed within kGpuQueueHorizonNs). Sorted, merged.
-  bool has_cuda() const { return !gpu_queued_.empty(); }
+  bool has_cuda() const { return !cuda_threads_.empty(); }
   bool uses_cuda(uint32_t tid) const;
   const std::vector<uint32_t>* cuda_threads(uint32_t tgid) const;  // null when none
   const std::vector<std::pair<uint64_t, uint64_t>>* gpu_queued(uint32_t tgid) const;

@@ -122,6 +122,13 @@ void add_record_flags(CLI::App* sub, RecordFlags& flags, const std::string& defa
                   "report names what slow tokens computed) or off (kernel stacks only)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  sub->add_option("--cuda-launches", flags.cuda_launches,
+                  "The cuda probe's launch hooks: on (each kernel or graph launch is counted, "
+                  "a few us each, so the report can tell a busy GPU from an idle one waiting "
+                  "for the host) or off (for launch-heavy eager servers: only syncs, copies and "
+                  "allocations are timed, and the GPU's idle time is not inferred)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   sub->add_option("--sock-hook", flags.sock_hook,
                   "How the sock probe sees sends and receives: auto (the socket layer's "
                   "tracepoints sock_send_length/sock_recv_length where the kernel has them, 6.3+, "
@@ -170,6 +177,7 @@ probes::RecordOptions to_record_options(const RecordFlags& flags, uint64_t read_
         "--sample-source {}: expected auto, tick or perf-event", flags.sample_source));
   options.hooks.perf = *sample_source;
   options.hooks.user_stacks = flags.user_stacks != "off";
+  options.hooks.cuda_launches = flags.cuda_launches != "off";
   options.read_interval_ms = read_interval_ms;
   if (!flags.read_interval.empty()) {
     auto interval = parse_duration_ms(flags.read_interval);

@@ -114,6 +114,7 @@ struct RecordFlags {
   std::string sock_hook = "auto";      // --sock-hook: probes::SockHook
   std::string sample_source = "auto";  // --sample-source: probes::PerfSource
   std::string user_stacks = "on";      // --user-stacks on|off: ProbeOptions::hooks.user_stacks
+  std::string cuda_launches = "on";    // --cuda-launches on|off: ProbeOptions::hooks.cuda_launches
   bool quiet = false;
   bool verbose = false;
 };

@@ -162,6 +162,7 @@ class CudaProbe : public Probe {
     if (!skel_) throw_libbpf_error("cuda", "opening", errno);
     use_shared_maps(skel_->obj, ctx.shared);
     if (int err = cuda_bpf__load(skel_.get())) throw_libbpf_error("cuda", "loading", err);
+    launches_ = ctx.options.hooks.cuda_launches;
     uint64_t now = host::monotonic_now_ns();
     for (uint32_t tgid : ctx.options.tgids) track(tgid, now);
     if (!procs_.empty() && no_cuda_for_good(now))
@@ -187,9 +188,10 @@ class CudaProbe : public Probe {
   std::string detail() const override {
     // "attached" must not read as hooked when no target mapped CUDA: say so first.
     const bool hooked = std::any_of(procs_.begin(), procs_.end(), [](const auto& kv) { return !kv.second.libs.empty(); });
-    return per_process_detail(hooked ? "uprobes on the CUDA driver/runtime entry points"
-                                     : "nothing hooked: no target mapped a CUDA library during the trace",
-                              procs_, [&](const Proc& p) { return describe(p); });
+    std::string head = hooked ? "uprobes on the CUDA driver/runtime entry points"
+                              : "nothing hooked: no target mapped a CUDA library during the trace";
+    if (!launches_) head += " (launches not traced: --cuda-launches off)";
+    return per_process_detail(std::move(head), procs_, [&](const Proc& p) { return describe(p); });
   }
 
  private:
@@ -225,6 +227,7 @@ class CudaProbe : public Probe {
     auto symbols = find_dynamic_symbols(file, entry_point_names());
     std::set<uint64_t> offsets;  // an alias exported twice is attached once
     for (const EntryPoint& ep : kEntryPoints) {
+      if (ep.kind == LD_CUDA_LAUNCH && !launches_) continue;
       auto it = symbols.find(ep.symbol);
       if (it == symbols.end() || !offsets.insert(it->second.file_offset).second) continue;
       if (int err = attach_entry_point(p, file, ep, it->second.file_offset)) {
@@ -348,6 +351,7 @@ class CudaProbe : public Probe {
   SkelPtr<cuda_bpf, cuda_bpf__destroy> skel_;
   std::map<uint32_t, Proc> procs_;
   uint64_t user_records_ = 0;
+  bool launches_ = true;
 };
 
 }  // namespace

@@ -55,6 +55,10 @@ struct HookChoices {
   bool perf_mode_by_walk = false;
   // The perf probe's user-space stacks (native and Python frames): --user-stacks on|off.
   bool user_stacks = true;
+  // The cuda probe's launch hooks (kernel and graph launches, async copies): --cuda-launches
+  // on|off. Off spares a launch-heavy eager server a uprobe hit per launch; syncs, copies and
+  // allocations are still timed, and the GPU's queue is then not inferred.
+  bool cuda_launches = true;
 };
 
 // The names the CLI shows: --sock-hook auto|socket-layer|syscall-exits,

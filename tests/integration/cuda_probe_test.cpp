@@ -266,6 +266,37 @@ TEST(CudaProbe, LaunchesWithoutASyncAreSummedPerFiveMsAndFlushedAtTheEnd) {
               bursts.size(), (unsigned long long)out["bench_launches"]);
 }
 
+// --cuda-launches off: the steps' syncs, copy and allocations are timed as before, no launch is
+// seen, the probe's reason says so, and a launch costs what it costs with no probe.
+TEST(CudaProbe, LaunchesOffTimesTheSyncsAndSkipsTheLaunches) {
+  if (auto why = ld::test::bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  Pattern pat;
+  Child wl = start_steps(pat.args());
+  ASSERT_TRUE(wait_started(wl)) << wl.err();
+  auto rec = ld::test::record_workload(wl, "cuda", 30s, {"--cuda-launches", "off"});
+  ASSERT_EQ(rec.agent_exit, 0) << rec.agent_err;
+  auto calls = rec.of_type<ld_cuda_call>(LD_EV_CUDA);
+  EXPECT_TRUE(of_kind(calls, LD_CUDA_LAUNCH).empty());
+  EXPECT_EQ(of_kind(calls, LD_CUDA_SYNC).size(), pat.steps + 2);
+  EXPECT_EQ(of_kind(calls, LD_CUDA_MEMCPY).size(), 1u);
+  EXPECT_EQ(of_kind(calls, LD_CUDA_ALLOC).size(), 2u);
+  const auto status = rec.probe("cuda");
+  EXPECT_NE(status.value("reason", "").find("launches not traced: --cuda-launches off"), std::string::npos)
+      << status.dump();
+
+  Child bare = start_steps(bench_args());
+  ASSERT_TRUE(wait_started(bare)) << bare.err();
+  ld::test::release_workload(bare);
+  ASSERT_EQ(bare.wait(20s).value_or(-1), 0) << bare.err();
+  Child off = start_steps(bench_args());
+  ASSERT_TRUE(wait_started(off)) << off.err();
+  auto rec_off = ld::test::record_workload(off, "cuda", 30s, {"--cuda-launches", "off"});
+  ASSERT_EQ(rec_off.agent_exit, 0) << rec_off.agent_err;
+  std::printf("  empty launches with --cuda-launches off: %llu ns each (%llu ns without the agent)\n",
+              (unsigned long long)ns_per_launch(off), (unsigned long long)ns_per_launch(bare));
+  EXPECT_TRUE(of_kind(rec_off.of_type<ld_cuda_call>(LD_EV_CUDA), LD_CUDA_LAUNCH).empty());
+}
+
 // A long-running target without CUDA: nothing to attach, ever: unavailable, with the reason.
 TEST(CudaProbe, TargetWithoutCudaIsUnavailable) {
   if (auto why = ld::test::bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;

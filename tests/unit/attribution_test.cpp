@@ -759,6 +759,21 @@ TEST(CudaAttribution, TheGpuIsQueuedFromALaunchToTheWaitAfterIt) {
   EXPECT_EQ(store.gpu_queued(999), nullptr);
 }
 
+// Launches untraced (--cuda-launches off): the process synced but never launched. Its queue is
+// unknown, not empty: no queue is inferred, so no slow window claims the GPU idle; the sync's
+// time is still the GPU's.
+TEST(CudaAttribution, WithoutLaunchesTheQueueIsUnknownNotIdle) {
+  EvidenceStore store;
+  cuda(store, 100, 101, LD_CUDA_SYNC, LD_CUDART_STREAM_SYNCHRONIZE, 12 * kMs, 30 * kMs);
+  blocked(store, 100, 101, 95 * kMs, 96 * kMs, 96 * kMs, 232, 0, 0, "swapper/0");
+  store.finish();
+  EXPECT_TRUE(store.has_cuda());
+  EXPECT_TRUE(store.uses_cuda(101));
+  EXPECT_EQ(store.gpu_queued(100), nullptr);
+  const WindowAccount acc = Attributor(store, {101}).account(101, 0, 100 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kGpuBusy), 18);
+}
+
 TEST(CudaAttribution, AGilWaitTheEngineThreadEndedIsWhatTheEngineDid) {
   // The event loop (100) waits for the GIL while the engine thread (101) runs the model's Python
   // and waits for the GPU: the wait is the engine's work, not GIL contention.
