@@ -23,9 +23,10 @@
  * meaning, or an enum value that a record carries; then regenerate the golden
  * records trace (tests/unit/golden_records_test.cpp says how) in the same
  * change. */
-#define LD_RECORD_LAYOUT_VERSION 4  /* 2: user-space frames (ld_cpu_frames, ld_ustack, ld_pystack)
+#define LD_RECORD_LAYOUT_VERSION 5  /* 2: user-space frames (ld_cpu_frames, ld_ustack, ld_pystack)
                                      3: ld_sched_agg names the wakers of its short waits
-                                     4: CUDA calls (ld_cuda_call) */
+                                     4: CUDA calls (ld_cuda_call)
+                                     5: GPU samples from NVML (ld_gpu_sample) */
 
 #ifndef __VMLINUX_H__
 #include <stdint.h>
@@ -81,6 +82,7 @@ enum ld_event_type {
 	LD_EV_USTACK = 27,      /* struct ld_ustack: symbolised native user stack (written by user space) */
 	LD_EV_PYSTACK = 28,     /* struct ld_pystack: a Python stack, named (written by user space) */
 	LD_EV_CUDA = 29,        /* struct ld_cuda_call: CUDA API calls of a thread (launches summed) */
+	LD_EV_GPU_SAMPLE = 30,  /* struct ld_gpu_sample: one GPU's state from NVML (user space) */
 	LD_EV_TYPE_MAX
 };
 
@@ -99,6 +101,7 @@ enum ld_probe_id {
 	LD_PROBE_RECLAIM = 9,
 	LD_PROBE_CPUFREQ = 10,
 	LD_PROBE_CUDA = 11,
+	LD_PROBE_NVML = 12,
 	/* bpf/bench_stress.bpf.c: the pipeline benchmark's producer, never in the registry */
 	LD_PROBE_BENCH = 15,
 	LD_PROBE_MAX = 16
@@ -563,6 +566,37 @@ enum ld_tcp_states {
 	LD_TCP_LAST_ACK = 9, LD_TCP_LISTEN = 10, LD_TCP_CLOSING = 11, LD_TCP_NEW_SYN_RECV = 12,
 };
 
+/* ld_gpu_sample.reasons: NVML's clocks event (throttle) reasons, the bits of
+ * nvmlClocksEventReason* (nvml.h) as the driver reports them. */
+enum ld_gpu_reasons {
+	LD_GPU_R_IDLE = 0x1,            /* nothing to run: clocks lowered */
+	LD_GPU_R_APP_CLOCKS = 0x2,      /* application clocks setting */
+	LD_GPU_R_SW_POWER_CAP = 0x4,    /* the power limit */
+	LD_GPU_R_HW_SLOWDOWN = 0x8,     /* hardware slowdown (thermal or power brake) */
+	LD_GPU_R_SYNC_BOOST = 0x10,
+	LD_GPU_R_SW_THERMAL = 0x20,     /* the driver's thermal limit */
+	LD_GPU_R_HW_THERMAL = 0x40,
+	LD_GPU_R_HW_POWER_BRAKE = 0x80,
+	LD_GPU_R_DISPLAY_CLOCKS = 0x100,
+};
+
+/* One GPU's state, sampled through NVML by user space (the nvml probe). ~0 = not
+ * reported by this driver or device. */
+struct ld_gpu_sample {
+	struct ld_hdr hdr;       /* tgid = the first target; tid 0 */
+	ld_u64 reasons;          /* enum ld_gpu_reasons, as NVML reports them */
+	ld_u64 mem_used;         /* bytes */
+	ld_u64 mem_total;
+	ld_u32 device;           /* NVML index */
+	ld_u32 util_gpu;         /* % of the last sample period a kernel ran */
+	ld_u32 util_mem;         /* % of it the memory was read or written */
+	ld_u32 sm_mhz;
+	ld_u32 sm_max_mhz;
+	ld_u32 temp_c;
+	ld_u32 power_mw;
+	ld_u32 power_limit_mw;
+};
+
 /* ld_tcp_state.flags */
 enum ld_tcp_state_flags {
 	/* newstate TIME_WAIT is inferred: the kernel never reports a full socket entering
@@ -736,6 +770,11 @@ LD_SIZE(ld_pyframe, 128); LD_AT(ld_pyframe, line, 0); LD_AT(ld_pyframe, flags, 4
 LD_AT(ld_pyframe, file, 64);
 LD_SIZE(ld_pystack, 40); LD_AT(ld_pystack, hdr, 0); LD_AT(ld_pystack, stack_id, 24); LD_AT(ld_pystack, depth, 32);
 LD_AT(ld_pystack, flags, 36);
+LD_SIZE(ld_gpu_sample, 80); LD_AT(ld_gpu_sample, hdr, 0); LD_AT(ld_gpu_sample, reasons, 24);
+LD_AT(ld_gpu_sample, mem_used, 32); LD_AT(ld_gpu_sample, mem_total, 40);
+LD_AT(ld_gpu_sample, device, 48); LD_AT(ld_gpu_sample, util_gpu, 52); LD_AT(ld_gpu_sample, util_mem, 56);
+LD_AT(ld_gpu_sample, sm_mhz, 60); LD_AT(ld_gpu_sample, sm_max_mhz, 64); LD_AT(ld_gpu_sample, temp_c, 68);
+LD_AT(ld_gpu_sample, power_mw, 72); LD_AT(ld_gpu_sample, power_limit_mw, 76);
 LD_SIZE(ld_cuda_call, 64); LD_AT(ld_cuda_call, hdr, 0); LD_AT(ld_cuda_call, start_ns, 24);
 LD_AT(ld_cuda_call, dur_ns, 32); LD_AT(ld_cuda_call, arg, 40); LD_AT(ld_cuda_call, ret, 48);
 LD_AT(ld_cuda_call, count, 56); LD_AT(ld_cuda_call, kind, 60); LD_AT(ld_cuda_call, api, 62);

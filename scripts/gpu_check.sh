@@ -72,7 +72,7 @@ try:
 except Exception as e:
     print(f"FAIL {name}: no report ({e})"); sys.exit(1)
 probes = {p["name"]: p for p in r["probes"]}
-for n in ("cuda", "gil", "perf", "sched", "sock"):
+for n in ("cuda", "nvml", "gil", "perf", "sched", "sock"):
     p = probes.get(n, {})
     print(f"  {name} probe {n}: {p.get('status')} lost {p.get('lost')}: {str(p.get('reason', ''))[:160]}")
 a = r.get("agent", {})

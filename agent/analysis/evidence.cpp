@@ -330,6 +330,23 @@ bool EvidenceStore::add(const ld_hdr& rec, size_t size) {
       freq_.push_back({rec.ts_ns, e->cpu_id, e->khz, e->max_khz});
       break;
     }
+    case LD_EV_GPU_SAMPLE: {
+      auto* e = record_as<ld_gpu_sample>(rec, size);
+      if (!e) return false;
+      GpuSample g;
+      g.ts_ns = rec.ts_ns;
+      g.device = e->device;
+      g.util = e->util_gpu;
+      g.sm_mhz = e->sm_mhz;
+      g.sm_max_mhz = e->sm_max_mhz;
+      g.temp_c = e->temp_c;
+      g.power_mw = e->power_mw;
+      g.reasons = e->reasons;
+      g.mem_used = e->mem_used;
+      g.mem_total = e->mem_total;
+      gpu_.push_back(g);
+      break;
+    }
     default:
       return false;
   }
@@ -388,8 +405,16 @@ void EvidenceStore::finish() {
   sort_by(net_, [](const NetSample& n) { return n.ts_ns; });
   sort_by(tcp_, [](const TcpEvent& e) { return e.ts_ns; });
   sort_by(freq_, [](const FreqSample& f) { return f.ts_ns; });
+  sort_by(gpu_, [](const GpuSample& g) { return g.ts_ns; });
   std::sort(retransmits_.begin(), retransmits_.end());
   infer_gpu_queued();
+}
+
+bool GpuSample::throttled() const {
+  constexpr uint64_t kLimits = LD_GPU_R_SW_POWER_CAP | LD_GPU_R_HW_SLOWDOWN | LD_GPU_R_SW_THERMAL |
+                               LD_GPU_R_HW_THERMAL | LD_GPU_R_HW_POWER_BRAKE;
+  if (reasons == ~0ULL || !(reasons & kLimits) || sm_mhz == ~0u || sm_max_mhz == ~0u || !sm_max_mhz) return false;
+  return 10ULL * sm_mhz < 9ULL * sm_max_mhz;
 }
 
 bool CudaCall::blocks() const { return kind == LD_CUDA_SYNC || kind == LD_CUDA_MEMCPY || kind == LD_CUDA_ALLOC; }

@@ -156,6 +156,16 @@ struct FreqSample {
   uint32_t cpu = 0, khz = 0, max_khz = 0;
 };
 
+// One GPU's state (the nvml probe); ~0 = not reported.
+struct GpuSample {
+  uint64_t ts_ns = 0;
+  uint32_t device = 0, util = ~0u, sm_mhz = ~0u, sm_max_mhz = ~0u, temp_c = ~0u, power_mw = ~0u;
+  uint64_t reasons = ~0ULL, mem_used = ~0ULL, mem_total = ~0ULL;
+  // Its SM clock held below 90% of the maximum by a power or thermal limit (not by idleness or
+  // an application clock setting): the GPU ran slower than it can.
+  bool throttled() const;
+};
+
 class EvidenceStore {
  public:
   // Returns false for records that are not evidence (socket IO is the timeline's).
@@ -176,6 +186,7 @@ class EvidenceStore {
   const std::vector<NetSample>& net_samples() const { return net_; }
   const std::vector<TcpEvent>& tcp_events() const { return tcp_; }
   const std::vector<FreqSample>& freq_samples() const { return freq_; }
+  const std::vector<GpuSample>& gpu_samples() const { return gpu_; }
   uint64_t retransmits_between(uint64_t a, uint64_t b) const;
   // CUDA (the cuda probe): whether a thread called CUDA (an engine thread), and the spans in
   // which process `tgid` had work queued on the GPU, inferred from its calls: a burst of
@@ -231,6 +242,7 @@ class EvidenceStore {
   std::vector<NetSample> net_;
   std::vector<TcpEvent> tcp_;
   std::vector<FreqSample> freq_;
+  std::vector<GpuSample> gpu_;
   std::vector<uint64_t> retransmits_;
   std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> gpu_queued_;  // by tgid
   std::map<uint32_t, std::vector<uint32_t>> cuda_threads_;                     // by tgid

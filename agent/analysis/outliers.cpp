@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "analysis/attribution.hpp"
+#include "events.h"
 #include "analysis/interference.hpp"
 #include "model/stats.hpp"
 #include "util/spans.hpp"
@@ -38,6 +39,74 @@ void note_gpu_queue(model::Outlier& o, const EvidenceStore& store, uint32_t tgid
   if (top.cause == Cause::kGpuBusy || top.cause == Cause::kUnknown) return;
   if (!top.evidence.is_object()) top.evidence = nlohmann::json::object();
   top.evidence["gpu_idle_ms"] = round1(ms(b - a - busy));
+}
+
+// The GPUs' state over a stretch of the trace (the nvml probe's samples).
+struct GpuState {
+  size_t samples = 0, throttled = 0;
+  double util_sum = 0;
+  size_t util_n = 0;
+  uint32_t sm_min = ~0u, sm_max_mhz = 0, temp_max = 0, power_max_mw = 0;
+  uint64_t limit_reasons = 0, mem_used_max = 0, mem_total = 0;
+
+  void add(const GpuSample& g) {
+    ++samples;
+    if (g.util != ~0u) { util_sum += g.util; ++util_n; }
+    if (g.sm_mhz != ~0u) sm_min = std::min(sm_min, g.sm_mhz);
+    if (g.sm_max_mhz != ~0u) sm_max_mhz = std::max(sm_max_mhz, g.sm_max_mhz);
+    if (g.temp_c != ~0u) temp_max = std::max(temp_max, g.temp_c);
+    if (g.power_mw != ~0u) power_max_mw = std::max(power_max_mw, g.power_mw);
+    if (g.throttled()) {
+      ++throttled;
+      limit_reasons |= g.reasons;
+    }
+    if (g.mem_used != ~0ULL && g.mem_total != ~0ULL && g.mem_total) {
+      mem_used_max = std::max(mem_used_max, g.mem_used);
+      mem_total = std::max(mem_total, g.mem_total);
+    }
+  }
+};
+
+// What held the clocks down, in words: the reasons of nvmlClocksEventReason* that are limits.
+std::string gpu_limit_names(uint64_t reasons) {
+  std::string out;
+  auto add = [&](uint64_t bit, const char* name) {
+    if (!(reasons & bit) || out.find(name) != std::string::npos) return;
+    out += out.empty() ? name : std::string(", ") + name;
+  };
+  add(LD_GPU_R_SW_THERMAL, "thermal limit");
+  add(LD_GPU_R_HW_THERMAL, "thermal limit");
+  add(LD_GPU_R_SW_POWER_CAP, "power cap");
+  add(LD_GPU_R_HW_POWER_BRAKE, "power brake");
+  add(LD_GPU_R_HW_SLOWDOWN, "hardware slowdown");
+  return out;
+}
+
+// A slow window's GPU state: its samples, or the last one before its end (a window shorter
+// than the 200 ms sampling period holds none).
+GpuState gpu_state_in(const std::vector<GpuSample>& gpu, uint64_t a, uint64_t b) {
+  constexpr uint64_t kStaleNs = 1'000'000'000;
+  GpuState s;
+  auto it = std::partition_point(gpu.begin(), gpu.end(), [&](const GpuSample& g) { return g.ts_ns < a; });
+  for (auto j = it; j != gpu.end() && j->ts_ns <= b; ++j) s.add(*j);
+  if (s.samples == 0 && it != gpu.begin()) {
+    const uint64_t last = std::prev(it)->ts_ns;
+    for (auto j = std::prev(it);; --j) {  // every device's last sample, taken together
+      if (j->ts_ns != last || a - last > kStaleNs) break;
+      s.add(*j);
+      if (j == gpu.begin()) break;
+    }
+  }
+  return s;
+}
+
+void note_gpu_state(model::Outlier& o, const EvidenceStore& store, uint64_t a, uint64_t b) {
+  const GpuState s = gpu_state_in(store.gpu_samples(), a, b);
+  if (s.samples == 0) return;
+  if (s.util_n) o.facts["gpu_util_pct"] = std::round(s.util_sum / static_cast<double>(s.util_n));
+  if (s.sm_min != ~0u) o.facts["gpu_sm_mhz"] = s.sm_min;
+  o.facts["gpu_throttled"] = s.throttled > 0;
+  if (s.throttled) o.facts["gpu_throttle"] = gpu_limit_names(s.limit_reasons);
 }
 
 double mad(std::vector<double> values, double center) { return mad_in_place(values, center); }
@@ -267,6 +336,28 @@ nlohmann::json window_facts(const EvidenceStore& store, uint64_t start, uint64_t
     f["cpu_khz_min"] = lo;
     f["cpu_khz_max"] = hi;
     if (max_khz) f["cpu_freq_min_ratio"] = static_cast<double>(lo) / max_khz;
+  }
+  if (!store.gpu_samples().empty()) {
+    GpuState s;
+    std::set<uint32_t> devices;
+    for (const GpuSample& g : store.gpu_samples()) {
+      s.add(g);
+      devices.insert(g.device);
+    }
+    constexpr double kGiB = 1024.0 * 1024 * 1024;
+    f["gpu_devices"] = devices.size();
+    if (s.util_n) f["gpu_util_mean"] = std::round(s.util_sum / static_cast<double>(s.util_n));
+    if (s.sm_min != ~0u) f["gpu_sm_mhz_min"] = s.sm_min;
+    if (s.sm_max_mhz) f["gpu_sm_max_mhz"] = s.sm_max_mhz;
+    f["gpu_throttled_share"] = static_cast<double>(s.throttled) / static_cast<double>(s.samples);
+    if (s.throttled) f["gpu_throttle"] = gpu_limit_names(s.limit_reasons);
+    if (s.temp_max) f["gpu_temp_max_c"] = s.temp_max;
+    if (s.power_max_mw) f["gpu_power_max_w"] = std::round(s.power_max_mw / 1000.0);
+    if (s.mem_total) {
+      f["gpu_mem_used_max_share"] = static_cast<double>(s.mem_used_max) / static_cast<double>(s.mem_total);
+      f["gpu_mem_used_max_gib"] = std::round(s.mem_used_max / kGiB * 10) / 10;
+      f["gpu_mem_total_gib"] = std::round(s.mem_total / kGiB * 10) / 10;
+    }
   }
   uint64_t migrations = 0;
   for (const auto& [tid, t] : store.threads()) migrations += t.migrations;
@@ -573,6 +664,7 @@ void attribute(model::Report& report, const Timeline& timeline, const Timeline* 
     }
     o.facts = outlier_facts(store, r, w, w.request == 0, target_start_mono_ns);
     note_gpu_queue(o, store, r.tgid, w.a, w.b);
+    note_gpu_state(o, store, w.a, w.b);
     if (gil_engine_ns) o.facts["gil_engine_ms"] = std::round(ms(gil_engine_ns) * 10) / 10;
     if (own_ns) {  // runnable behind the server's own threads
       o.facts["own_contention_ms"] = std::round(ms(own_ns) * 10) / 10;

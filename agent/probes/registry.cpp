@@ -16,6 +16,7 @@ std::unique_ptr<Probe> make_cgroup_probe();
 std::unique_ptr<Probe> make_reclaim_probe();
 std::unique_ptr<Probe> make_cpufreq_probe();
 std::unique_ptr<Probe> make_cuda_probe();
+std::unique_ptr<Probe> make_nvml_probe();
 
 const std::vector<ProbeInfo>& probe_registry() {
   static const std::vector<ProbeInfo> registry{
@@ -32,6 +33,8 @@ const std::vector<ProbeInfo>& probe_registry() {
       {"cpufreq", LD_PROBE_CPUFREQ, "CPU frequency (power:cpu_frequency or sysfs)", true, make_cpufreq_probe},
       // In the default set: on a target without CUDA it attaches nothing and costs nothing.
       {"cuda", LD_PROBE_CUDA, "CUDA launches (summed per burst), GPU syncs, copies, allocations (uprobes on libcuda/libcudart)", true, make_cuda_probe},
+      // In the default set: unavailable without the NVIDIA driver; samples only for CUDA targets.
+      {"nvml", LD_PROBE_NVML, "each GPU's utilisation, SM clock, throttle reasons, memory, temperature, power (NVML, 200 ms)", true, make_nvml_probe},
   };
   return registry;
 }

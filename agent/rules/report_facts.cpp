@@ -49,8 +49,9 @@ void summary_facts(const model::Report& r, FactSet& facts) {
 // waits an engine thread ended.
 struct GpuFacts {
   static constexpr double kIdleShare = 0.5;
-  uint64_t host_side = 0;
-  double idle_ms = 0, max_idle_ms = 0, gil_engine_ms = 0;
+  uint64_t host_side = 0, throttled = 0;
+  double idle_ms = 0, max_idle_ms = 0, gil_engine_ms = 0, throttled_sm_min = 0;
+  std::string throttle;  // the limits named, the first throttled outlier's
   bool seen = false;
 
   static double number(const model::Outlier& o, const char* key) {
@@ -59,6 +60,11 @@ struct GpuFacts {
   }
   void add(const model::Outlier& o) {
     gil_engine_ms += number(o, "gil_engine_ms");
+    if (auto it = o.facts.find("gpu_throttled"); it != o.facts.end() && it->is_boolean() && it->get<bool>()) {
+      const double sm = number(o, "gpu_sm_mhz");
+      throttled_sm_min = throttled++ == 0 ? sm : std::min(throttled_sm_min, sm);
+      if (throttle.empty()) throttle = o.facts.value("gpu_throttle", "");
+    }
     if (!o.facts.contains("gpu_idle_ms")) return;
     seen = true;
     const double idle = number(o, "gpu_idle_ms");
@@ -70,6 +76,11 @@ struct GpuFacts {
   }
   void set(FactSet& facts) const {
     if (gil_engine_ms > 0) facts.set("outliers.gil_engine_ms", gil_engine_ms);
+    if (throttled) {
+      facts.set("outliers.gpu_throttled", throttled);
+      facts.set("outliers.gpu_throttled_sm_mhz", throttled_sm_min);
+      facts.set("outliers.gpu_throttle", throttle);
+    }
     if (!seen) return;
     facts.set("outliers.gpu_idle", host_side);
     facts.set("outliers.gpu_idle_ms", idle_ms);

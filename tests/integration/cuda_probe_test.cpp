@@ -297,6 +297,92 @@ TEST(CudaProbe, LaunchesOffTimesTheSyncsAndSkipsTheLaunches) {
   EXPECT_TRUE(of_kind(rec_off.of_type<ld_cuda_call>(LD_EV_CUDA), LD_CUDA_LAUNCH).empty());
 }
 
+// The nvml probe against the stand-in libnvidia-ml.so.1 (tests/workloads/fake_nvml), found on
+// LD_LIBRARY_PATH by the agent alone; the GPU's state comes from a file the test writes.
+class NvmlEnv {
+ public:
+  explicit NvmlEnv(const std::string& state) {
+    path_ = fmt::format("/tmp/ld-fake-nvml-{}.txt", getpid());
+    if (!state.empty()) {
+      FILE* f = std::fopen(path_.c_str(), "w");
+      std::fputs(state.c_str(), f);
+      std::fclose(f);
+      setenv("LD_FAKE_NVML_STATE", path_.c_str(), 1);
+    }
+    setenv("LD_LIBRARY_PATH", (std::string(LD_BUILD_DIR) + "/fake_nvml").c_str(), 1);
+  }
+  ~NvmlEnv() {
+    unsetenv("LD_FAKE_NVML_STATE");
+    unsetenv("LD_LIBRARY_PATH");
+    unlink(path_.c_str());
+  }
+
+ private:
+  std::string path_;
+};
+
+constexpr const char* kThrottledGpu =
+    "util=97 mem_util=41 sm=1215 sm_max=1980 reasons=0x20 mem_used=75000000000 mem_total=80000000000 "
+    "temp=88 power=655000 power_limit=700000 name=FAKE-H100\n";
+
+// A CUDA target on a host with NVML: every 200 ms a sample per GPU, with the driver's values.
+TEST(NvmlProbe, SamplesTheGpuOfACudaTarget) {
+  if (auto why = ld::test::bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  Child wl = start_steps({"--bench-ms", "1500", "--launch-cpu-us", "0"});
+  ASSERT_TRUE(wait_started(wl)) << wl.err();
+  NvmlEnv env(kThrottledGpu);
+  auto rec = ld::test::record_workload(wl, "nvml,sched", 30s);
+  ASSERT_EQ(rec.agent_exit, 0) << rec.agent_err;
+  const auto status = rec.probe("nvml");
+  EXPECT_EQ(status.value("status", ""), "attached") << status.dump();
+  EXPECT_NE(status.value("reason", "").find("NVML every 200 ms: 1 GPU(s) (FAKE-H100)"), std::string::npos) << status.dump();
+  const auto samples = rec.of_type<ld_gpu_sample>(LD_EV_GPU_SAMPLE);
+  ASSERT_GE(samples.size(), 5u) << status.dump();
+  for (const auto& g : samples) {
+    EXPECT_EQ(g.device, 0u);
+    EXPECT_EQ(g.util_gpu, 97u);
+    EXPECT_EQ(g.util_mem, 41u);
+    EXPECT_EQ(g.sm_mhz, 1215u);
+    EXPECT_EQ(g.sm_max_mhz, 1980u);
+    EXPECT_EQ(g.reasons, uint64_t(LD_GPU_R_SW_THERMAL));
+    EXPECT_EQ(g.mem_used, 75000000000ull);
+    EXPECT_EQ(g.mem_total, 80000000000ull);
+    EXPECT_EQ(g.temp_c, 88u);
+    EXPECT_EQ(g.power_mw, 655000u);
+    EXPECT_EQ(g.power_limit_mw, 700000u);
+  }
+  // 200 ms apart (the last one is the stop's, whenever it comes).
+  for (size_t i = 1; i + 1 < samples.size(); ++i)
+    EXPECT_GE(samples[i].hdr.ts_ns - samples[i - 1].hdr.ts_ns, 190'000'000u) << i;
+}
+
+// A target that maps no CUDA library: attached, nothing sampled, and the reason says so.
+TEST(NvmlProbe, NothingSampledForATargetWithoutCuda) {
+  if (auto why = ld::test::bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  Child wl({ld::test::workload_path("mem_idle")});
+  NvmlEnv env(kThrottledGpu);
+  auto rec = ld::test::record_workload(wl, "nvml,sched", 10s);
+  ASSERT_EQ(rec.agent_exit, 0) << rec.agent_err;
+  const auto status = rec.probe("nvml");
+  EXPECT_EQ(status.value("status", ""), "attached") << status.dump();
+  EXPECT_NE(status.value("reason", "").find("nothing sampled: no target mapped a CUDA library"), std::string::npos)
+      << status.dump();
+  EXPECT_TRUE(rec.of_type<ld_gpu_sample>(LD_EV_GPU_SAMPLE).empty());
+}
+
+// No driver (here: the library loads but its init fails): unavailable, with the reason.
+TEST(NvmlProbe, NoDriverIsUnavailable) {
+  if (auto why = ld::test::bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  Child wl({ld::test::workload_path("mem_idle")});
+  NvmlEnv env("");
+  auto rec = ld::test::record_workload(wl, "nvml,sched", 10s);
+  ASSERT_EQ(rec.agent_exit, 0) << rec.agent_err;
+  const auto status = rec.probe("nvml");
+  EXPECT_EQ(status.value("status", ""), "unavailable") << status.dump();
+  EXPECT_NE(status.value("reason", "").find("nvmlInit_v2 failed"), std::string::npos) << status.dump();
+  EXPECT_EQ(rec.probe("sched").value("status", ""), "attached");
+}
+
 // A long-running target without CUDA: nothing to attach, ever: unavailable, with the reason.
 TEST(CudaProbe, TargetWithoutCudaIsUnavailable) {
   if (auto why = ld::test::bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;

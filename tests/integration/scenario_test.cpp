@@ -532,6 +532,45 @@ TEST(RealStack, GpuEngineSlowStepsWaitForTheGpu) {
   EXPECT_GE(typical_share(o.report, "gpu_busy"), 0.6) << o.report["attribution"]["typical"].dump(1);
 }
 
+// The same slow steps on a GPU whose clocks a thermal limit holds down (the stand-in NVML,
+// tests/workloads/fake_nvml, loaded by the agent alone): each slow token says so in its facts,
+// and the finding names the limit beside the GPU-bound steps.
+TEST(RealStack, GpuEngineOnAThrottledGpuSaysSo) {
+  REQUIRE_BPF();
+  Child server(gpu_engine({"--fault", "gpu_slow", "--fault-every", "15", "--fault-ms", "200"}));
+  const std::string state = fmt::format("/tmp/ld-fake-nvml-scenario-{}.txt", getpid());
+  {
+    FILE* f = std::fopen(state.c_str(), "w");
+    std::fputs("util=99 sm=1110 sm_max=1980 reasons=0x20 mem_used=60000000000 mem_total=80000000000 temp=89 power=640000 "
+               "power_limit=700000 name=FAKE-H100\n", f);
+    std::fclose(f);
+  }
+  setenv("LD_FAKE_NVML_STATE", state.c_str(), 1);
+  setenv("LD_LIBRARY_PATH", (std::string(LD_BUILD_DIR) + "/fake_nvml").c_str(), 1);
+  Outcome o = run_scenario("GPU engine on a GPU throttled by its thermal limit", "gpu_busy", server,
+                           [](int port) { load(port, 4, 1, 40); });
+  unsetenv("LD_FAKE_NVML_STATE");
+  unsetenv("LD_LIBRARY_PATH");
+  unlink(state.c_str());
+  expect_cause_on_top(o, 3, "gpu_busy");
+  size_t throttled = 0;
+  for (const auto& out : o.report.value("outliers", json::array())) {
+    const json facts = out.value("facts", json::object());
+    if (facts.value("gpu_throttled", false) && facts.value("gpu_throttle", "") == "thermal limit" &&
+        facts.value("gpu_sm_mhz", 0) == 1110)
+      ++throttled;
+  }
+  EXPECT_EQ(throttled, o.outliers) << o.report["outliers"].dump(1);
+  EXPECT_TRUE(has_rule(o.report, "gpu-busy-steps")) << o.report["findings"].dump(1);
+  std::string evidence;
+  for (const auto& f : o.report.value("findings", json::array()))
+    if (f.value("rule", "") == "gpu-clocks-throttled") evidence = f.value("evidence", "");
+  EXPECT_NE(evidence.find("held down by its thermal limit: as low as 1110 MHz of 1980 MHz; 100% of the trace's GPU "
+                          "samples were throttled, up to 89 C"),
+            std::string::npos)
+      << o.report["findings"].dump(1);
+}
+
 TEST(RealStack, GpuEngineHostStallLeavesTheGpuIdle) {
   REQUIRE_BPF();
   Child server(gpu_engine({"--fault", "host_stall", "--fault-every", "15", "--fault-ms", "200"}));

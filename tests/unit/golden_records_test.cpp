@@ -35,7 +35,7 @@ using Bytes = std::vector<uint8_t>;
 const fs::path kFixture = fs::path(LD_TEST_FIXTURES_DIR) / "records" / "all_records.ldtrace";
 
 // A new record type must join the fixture (and this number): every type is covered.
-static_assert(LD_EV_TYPE_MAX == 30, "a record type was added or removed: update golden_records()");
+static_assert(LD_EV_TYPE_MAX == 31, "a record type was added or removed: update golden_records()");
 
 // Every header differs: n is the record's place in the fixture.
 ld_hdr hdr(uint16_t type, size_t size, uint32_t n) {
@@ -385,6 +385,23 @@ ld_cuda_call cuda_call() {
   return r;
 }
 
+ld_gpu_sample gpu_sample() {
+  ld_gpu_sample r{};
+  r.hdr = hdr(LD_EV_GPU_SAMPLE, sizeof(r), 26);
+  r.reasons = LD_GPU_R_SW_THERMAL | LD_GPU_R_SW_POWER_CAP;
+  r.mem_used = 0x1a02;
+  r.mem_total = 0x1a03;
+  r.device = 0x1a04;
+  r.util_gpu = 0x1a05;
+  r.util_mem = 0x1a06;
+  r.sm_mhz = 0x1a07;
+  r.sm_max_mhz = 0x1a08;
+  r.temp_c = 0x1a09;
+  r.power_mw = 0x1a0a;
+  r.power_limit_mw = 0x1a0b;
+  return r;
+}
+
 // The fixture's records, in file order.
 std::vector<Bytes> golden_records() {
   const std::string frames = kstack_frames();
@@ -401,7 +418,7 @@ std::vector<Bytes> golden_records() {
           bytes_of(cpu_freq()),      bytes_of(gil_wait()),      bytes_of(cpu_frames()),
           bytes_of(ustack(), uf.data(), uf.size() * sizeof(ld_uframe)),
           bytes_of(pystack(), pf.data(), pf.size() * sizeof(ld_pyframe)),
-          bytes_of(cuda_call())};
+          bytes_of(cuda_call()),     bytes_of(gpu_sample())};
 }
 
 nlohmann::json golden_header() {
@@ -409,7 +426,7 @@ nlohmann::json golden_header() {
                       "(tests/unit/golden_records_test.cpp)"},
           {"record_layout_version", LD_RECORD_LAYOUT_VERSION}};
 }
-nlohmann::json golden_trailer() { return {{"end_mono_ns", 0x0123456789abcdefULL}, {"records", 25}}; }
+nlohmann::json golden_trailer() { return {{"end_mono_ns", 0x0123456789abcdefULL}, {"records", 26}}; }
 
 // ---------------------------------------------------------------- field checks
 
@@ -482,6 +499,11 @@ void check(const ld_pystack& got, const ld_pystack& want) {
 void check(const ld_cuda_call& got, const ld_cuda_call& want) {
   check_hdr(got.hdr, want.hdr);
   FIELD(start_ns); FIELD(dur_ns); FIELD(arg); FIELD(ret); FIELD(count); FIELD(kind); FIELD(api);
+}
+void check(const ld_gpu_sample& got, const ld_gpu_sample& want) {
+  check_hdr(got.hdr, want.hdr);
+  FIELD(reasons); FIELD(mem_used); FIELD(mem_total); FIELD(device); FIELD(util_gpu); FIELD(util_mem);
+  FIELD(sm_mhz); FIELD(sm_max_mhz); FIELD(temp_c); FIELD(power_mw); FIELD(power_limit_mw);
 }
 void check(const ld_kstack& got, const ld_kstack& want) {
   check_hdr(got.hdr, want.hdr);
@@ -564,8 +586,8 @@ TEST(GoldenRecords, EveryFieldOfEveryRecordTypeReadsBack) {
       << "the fixture holds another record layout: regenerate it together with the bump";
   EXPECT_EQ(summary.header, golden_header());
   EXPECT_EQ(summary.trailer, golden_trailer());
-  EXPECT_EQ(summary.records, 25u);
-  ASSERT_EQ(got.size(), 25u);
+  EXPECT_EQ(summary.records, 26u);
+  ASSERT_EQ(got.size(), 26u);
 
   check_record(got[0], sock_io());
   check_record(got[1], sock_close());
@@ -592,6 +614,7 @@ TEST(GoldenRecords, EveryFieldOfEveryRecordTypeReadsBack) {
   check_record(got[22], ustack());
   check_record(got[23], pystack());
   check_record(got[24], cuda_call());
+  check_record(got[25], gpu_sample());
 
   // The variable parts: the stack's frames, the file's path.
   ASSERT_EQ(got[7].size(), sizeof(ld_kstack) + kKstackDepth * LD_SYM_LEN);
@@ -635,7 +658,7 @@ TEST(GoldenRecords, CoverEveryRecordType) {
                                  LD_EV_GIL_ADDR,   LD_EV_TCP_STATE,   LD_EV_TCP_RETRANS,
                                  LD_EV_NET_SAMPLE, LD_EV_CGROUP_SAMPLE, LD_EV_CPU_FREQ,
                                  LD_EV_GIL_WAIT,   LD_EV_CPU_FRAMES,  LD_EV_USTACK,
-                                 LD_EV_PYSTACK,    LD_EV_CUDA};
+                                 LD_EV_PYSTACK,    LD_EV_CUDA,        LD_EV_GPU_SAMPLE};
   EXPECT_EQ(types, every);
   // Each record says its own size, and the sizes are the layouts' (bpf/events.h's checks).
   for (const Bytes& r : golden_records()) EXPECT_EQ(as<ld_hdr>(r).size, r.size());
@@ -657,7 +680,7 @@ TEST(GoldenRecords, ATraceOfTheLayoutBeforeStillAnalyses) {
   ld::analysis::EvidenceStore store, current;
   ld::trace::ReadSummary current_summary;
   const std::vector<Bytes> now = read_fixture(&current_summary);
-  // The types layout 2 had are its 24 (layout 4 appended ld_cuda_call).
+  // The types layout 2 had are its 24 (layout 4 appended ld_cuda_call, 5 ld_gpu_sample).
   ASSERT_GE(now.size(), records.size());
   // add() reads the whole record behind the header: pass it in place, not a copy of the header.
   auto in_place = [](const Bytes& r) -> const ld_hdr& { return *reinterpret_cast<const ld_hdr*>(r.data()); };
