@@ -37,8 +37,10 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* A burst is emitted at the first launch this long after its first. */
 const volatile __u64 ld_cuda_burst_ns = 5000000;
-/* A driver launch this soon after a runtime launch's entry is the runtime's own. */
-const volatile __u64 ld_cuda_nested_ns = 1000000;
+/* A driver launch this soon after a runtime launch's entry is the runtime's own:
+ * long enough for a preemption between the two entries (a CFS slice on a busy
+ * host is a few ms; at 1 ms one launch in ~30,000 was counted twice). */
+const volatile __u64 ld_cuda_nested_ns = 10000000;
 
 /* tid -> the thread's call in progress and its burst. */
 struct {

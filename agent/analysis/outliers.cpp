@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "analysis/attribution.hpp"
-#include "events.h"
 #include "analysis/interference.hpp"
+#include "events.h"
 #include "model/stats.hpp"
 #include "util/spans.hpp"
 
@@ -657,7 +657,8 @@ void attribute(model::Report& report, const Timeline& timeline, const Timeline* 
         interference.apply(acc, w.request, w.walk_from, w.b, static_cast<uint64_t>(std::max(0.0, own_ms) * kNsPerMs), ttft);
       o.causes = causes_of(acc, w.b - w.a);
       o.activity = activity_of(acc.steps);
-      describe_extra_code(o, attributor, w.tid, w.walk_from, w.b, typical_compute_ms);
+      // Extra code is compute beyond that same own work: a long prompt's prefill is not.
+      describe_extra_code(o, attributor, w.tid, w.walk_from, w.b, std::isfinite(own_ms) ? own_ms : typical_compute_ms);
       own_ns = acc.own_contention_ns;
       gil_engine_ns = acc.gil_engine_ns;
       own_threads = acc.own_culprits.size();

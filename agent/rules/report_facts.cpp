@@ -44,9 +44,9 @@ void summary_facts(const model::Report& r, FactSet& facts) {
   }
 }
 
-// A GPU engine's slow tokens (facts from note_gpu_queue and the GIL walk, outliers.cpp): those
-// whose time went to the host side while the GPU sat idle for most of the window, and the GIL
-// waits an engine thread ended.
+// A GPU engine's slow tokens (facts from note_gpu_queue, note_gpu_state and the GIL walk,
+// outliers.cpp): those whose time went to the host side while the GPU sat idle for most of the
+// window, those that ran on a throttled GPU, and the GIL waits an engine thread ended.
 struct GpuFacts {
   static constexpr double kIdleShare = 0.5;
   uint64_t host_side = 0, throttled = 0;

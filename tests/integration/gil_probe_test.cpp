@@ -112,7 +112,7 @@ void run_gil_workload(const std::string& python, uint32_t method) {
   EXPECT_LE(addrs.size(), 8u);
 
   // Long waits: on the sleeper's thread, near the switch interval.
-  std::vector<double> sleeper_ms;
+  std::vector<double> sleeper_ms, timed_out_ms;
   size_t timed_out = 0, on_busy = 0;
   for (const auto& w : rec.of_type<ld_gil_wait>(LD_EV_GIL_WAIT)) {
     EXPECT_EQ(w.hdr.tgid, pid);
@@ -127,6 +127,7 @@ void run_gil_workload(const std::string& python, uint32_t method) {
     if (w.hdr.tid == sleeper) {
       sleeper_ms.push_back(ms(w.dur_ns));
       timed_out += w.ret == -ETIMEDOUT;
+      if (w.ret == -ETIMEDOUT) timed_out_ms.push_back(ms(w.dur_ns));
     } else if (w.hdr.tid == busy) {
       on_busy++;
     }
@@ -145,8 +146,15 @@ void run_gil_workload(const std::string& python, uint32_t method) {
               python.c_str(), addrs.size(), wakeups, sleeper_ms.size(), median, sleeper_ms.front(),
               sleeper_ms.back(), timed_out, on_busy, agg, agg_waits,
               status.value("reason", "").c_str());
-  EXPECT_NEAR(median, kSwitchIntervalMs, 5.0) << "median sleeper GIL wait (ms)";
-  EXPECT_GE(timed_out * 2, sleeper_ms.size()) << "most long waits end with the interval's timeout";
+  // Each wake-up waits the switch interval out (a timed-out wait), then waits again until the
+  // busy thread drops the GIL at its next check: that second wait is a few us, or over the
+  // 50 us threshold when the busy thread is off its CPU then (how often varies from host to
+  // host, and run to run: half the long waits some runs, almost none others). The timed-out
+  // waits are the ones the probe must time right.
+  ASSERT_FALSE(timed_out_ms.empty());
+  std::sort(timed_out_ms.begin(), timed_out_ms.end());
+  EXPECT_NEAR(timed_out_ms[timed_out_ms.size() / 2], kSwitchIntervalMs, 5.0) << "median timed-out GIL wait (ms)";
+  EXPECT_GE(timed_out * 10, static_cast<size_t>(wakeups) * 8) << "most wake-ups wait the interval out";
   EXPECT_LE(sleeper_ms.size(), static_cast<size_t>(wakeups) * 2 + 5);
   // The busy thread only waits briefly (when the sleeper holds the GIL to go back to sleep).
   EXPECT_LT(on_busy, sleeper_ms.size());
