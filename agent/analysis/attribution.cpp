@@ -12,6 +12,7 @@
 #include "trace/cuda_api.hpp"
 #include "model/stats.hpp"
 #include "util/search.hpp"
+#include "util/spans.hpp"
 
 namespace ld::analysis {
 
@@ -31,28 +32,15 @@ constexpr double kNsPerMs = 1e6;
 
 double ms(uint64_t ns) { return static_cast<double>(ns) / kNsPerMs; }
 
-uint64_t overlap(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
-  const uint64_t lo = std::max(a, c), hi = std::min(b, d);
-  return hi > lo ? hi - lo : 0;
-}
-
 // Disjoint sorted intervals: how much of [a, b] a set of (possibly overlapping) spans covers.
 class Intervals {
  public:
   void add(uint64_t a, uint64_t b) {
     if (b > a) spans_.push_back({a, b});
   }
-  void normalise() {
-    std::sort(spans_.begin(), spans_.end());
-    std::vector<std::pair<uint64_t, uint64_t>> merged;
-    for (const auto& s : spans_) {
-      if (!merged.empty() && s.first <= merged.back().second) merged.back().second = std::max(merged.back().second, s.second);
-      else merged.push_back(s);
-    }
-    spans_ = std::move(merged);
-  }
+  void normalise() { spans_ = util::merge_spans(std::move(spans_)); }
   bool empty() const { return spans_.empty(); }
-  const std::vector<std::pair<uint64_t, uint64_t>>& spans() const { return spans_; }
+  const util::Spans& spans() const { return spans_; }
   uint64_t total() const {
     uint64_t sum = 0;
     for (const auto& s : spans_) sum += s.second - s.first;
@@ -83,7 +71,7 @@ class Intervals {
   }
 
  private:
-  std::vector<std::pair<uint64_t, uint64_t>> spans_;
+  util::Spans spans_;
 };
 
 void note(WindowAccount& acc, Cause cause, uint64_t ns, nlohmann::json strings,
@@ -224,7 +212,7 @@ std::pair<uint64_t, double> Attributor::gil_wait_ns(const ThreadEvidence& t, uin
                   [&](const GilWait& g) {
                     // A record of summed short waits spans up to a second of them, with work
                     // and sleeps between: only its waits' share of the overlap is GIL time.
-                    const uint64_t o = overlap(a, b, g.start_ns, g.end_ns), span = g.end_ns - g.start_ns;
+                    const uint64_t o = util::overlap_ns(a, b, g.start_ns, g.end_ns), span = g.end_ns - g.start_ns;
                     ns += g.count > 1 && span > g.dur_ns
                               ? static_cast<uint64_t>(static_cast<double>(o) * static_cast<double>(g.dur_ns) /
                                                       static_cast<double>(span))
@@ -240,7 +228,7 @@ const Syscall* Attributor::longest_call(const ThreadEvidence& t, uint64_t a, uin
   for_overlapping(t.syscalls, cursors_[t.index].syscalls, t.longest.syscalls, a, b,
                   [](const Syscall& s) { return s.start_ns; }, [](const Syscall& s) { return s.end_ns; },
                   [&](const Syscall& s) {
-                    if (const uint64_t o = overlap(a, b, s.start_ns, s.end_ns); o > call_overlap) {
+                    if (const uint64_t o = util::overlap_ns(a, b, s.start_ns, s.end_ns); o > call_overlap) {
                       call = &s;
                       call_overlap = o;
                     }
@@ -459,7 +447,7 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
        it != t->aggs.end() && it->end_ns <= ends_by; ++it) {
     const SchedAgg& g = *it;
     if (g.start_ns >= b || g.end_ns <= g.start_ns) continue;
-    const double f = static_cast<double>(overlap(a, b, g.start_ns, g.end_ns)) /
+    const double f = static_cast<double>(util::overlap_ns(a, b, g.start_ns, g.end_ns)) /
                      static_cast<double>(g.end_ns - g.start_ns);
     short_runnable += static_cast<uint64_t>(static_cast<double>(g.runnable_ns) * f);
   }
@@ -561,7 +549,7 @@ void Attributor::charge_running(const ThreadEvidence* t, uint64_t a, uint64_t b,
   for_overlapping(t->faults, cur.faults, t->longest.faults, a, b, [](const Faults& f) { return f.first_ns; },
                   [](const Faults& f) { return f.last_ns + 1; }, [&](const Faults& f) {
                     const uint64_t span = f.last_ns + 1 - f.first_ns;
-                    faults += f.count * static_cast<double>(overlap(a, b, f.first_ns, f.last_ns + 1)) / static_cast<double>(span);
+                    faults += f.count * static_cast<double>(util::overlap_ns(a, b, f.first_ns, f.last_ns + 1)) / static_cast<double>(span);
                   });
   if (faults >= 1 && acc.with_evidence) note(acc, Cause::kKvAlloc, 0, {}, {{"faults", std::round(faults)}});
   // On-CPU samples place the rest: page faults/zeroing, reclaim, sync, network in the kernel.
@@ -635,7 +623,7 @@ std::string Attributor::covering_call(const ThreadEvidence& t, uint64_t a, uint6
   auto it = std::partition_point(t.syscalls.begin(), t.syscalls.end(),
                                  [&](const Syscall& s) { return s.start_ns + std::min(kLookBackNs, t.longest.syscalls) < a; });
   for (; it != t.syscalls.end() && it->start_ns < b; ++it)
-    if (const uint64_t o = overlap(a, b, it->start_ns, it->end_ns); o > best) {
+    if (const uint64_t o = util::overlap_ns(a, b, it->start_ns, it->end_ns); o > best) {
       best = o;
       call = &*it;
     }

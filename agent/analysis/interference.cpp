@@ -31,11 +31,6 @@ double input_of(const Request& r) {
   return r.input_tokens >= 0 ? static_cast<double>(r.input_tokens) : static_cast<double>(r.input_bytes);
 }
 
-uint64_t overlap(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
-  const uint64_t lo = std::max(a, c), hi = std::min(b, d);
-  return hi > lo ? hi - lo : 0;
-}
-
 // Token threads that send the tokens of two requests at once (an event loop serving every
 // stream): their own compute is shared too.
 std::set<uint32_t> multiplexing_threads(const model::Timeline& timeline) {
@@ -115,7 +110,7 @@ void BatchInterference::apply(WindowAccount& acc, size_t request, uint64_t a, ui
   auto it = std::partition_point(prefills_.begin(), prefills_.end(), [&](const Prefill& p) { return p.a < from; });
   for (; it != prefills_.end() && it->a < b; ++it) {
     const Request& other = requests_.requests[it->request];
-    const uint64_t o = overlap(a, b, it->a, it->b);
+    const uint64_t o = util::overlap_ns(a, b, it->a, it->b);
     if (it->request == request || other.tgid != own.tgid || o == 0) continue;
     // A first token waits behind prompts that came before it, or that came after it and were
     // larger (computed in the same step); a smaller later one waited behind it instead.

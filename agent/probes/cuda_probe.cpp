@@ -37,8 +37,8 @@ namespace ld::probes {
 namespace {
 
 constexpr uint64_t kSec = 1000000000ULL;
-// Looked at again (process_search.hpp) until then after it is first seen.
-constexpr uint64_t kSearchForNs = 10 * kSec;
+// Looked at again (process_search.hpp) until then after it is first seen, while it maps a
+// runtime without a driver (longer than kSearchForNs).
 constexpr uint64_t kRuntimeOnlySearchNs = 60 * kSec;
 constexpr size_t kMaxProcs = 256;
 
@@ -92,27 +92,6 @@ constexpr EntryPoint kEntryPoints[] = {
     {"cudaFree", LD_CUDART_FREE, LD_CUDA_ALLOC},
 };
 
-std::string basename_of(const std::string& path) {
-  auto slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-bool is_driver(const std::string& path) { return basename_of(path).rfind("libcuda.so", 0) == 0; }
-bool is_runtime(const std::string& path) { return basename_of(path).rfind("libcudart.so", 0) == 0; }
-
-// The CUDA libraries a maps text names, each once, in the order mapped.
-std::vector<std::string> cuda_libraries(const std::string& maps_text) {
-  std::vector<std::string> out;
-  for (const MapsEntry& e : parse_maps(maps_text)) {
-    if (e.path.empty() || e.path[0] != '/' || e.path.find(" (deleted)") != std::string::npos)
-      continue;
-    if ((is_driver(e.path) || is_runtime(e.path)) &&
-        std::find(out.begin(), out.end(), e.path) == out.end())
-      out.push_back(e.path);
-  }
-  return out;
-}
-
 const std::set<std::string>& entry_point_names() {
   static const std::set<std::string> names = [] {
     std::set<std::string> out;
@@ -141,7 +120,7 @@ struct Proc {
   }
   // Looked at again until then: longer while the runtime waits for its first call's driver.
   uint64_t search_until() const {
-    bool runtime_only = has(is_runtime) && !has(is_driver);
+    bool runtime_only = has(is_cuda_runtime) && !has(is_cuda_driver);
     return added_ns + (runtime_only ? kRuntimeOnlySearchNs : kSearchForNs);
   }
 };
@@ -213,7 +192,7 @@ class CudaProbe : public Probe {
                                [&](const Library& l) { return l.path == path; });
       if (!known) attach_library(p, path);
     }
-    bool complete = p.has(is_driver) && p.has(is_runtime);
+    bool complete = p.has(is_cuda_driver) && p.has(is_cuda_runtime);
     p.searching = !complete && now < p.search_until();
     p.next_search_ns = next_look_ns(now, p.searches, p.search_until());
   }
@@ -344,7 +323,7 @@ class CudaProbe : public Probe {
       libs = p.searching ? "no CUDA library yet (looked at again for 10 s: servers dlopen it)"
                          : "no CUDA library (libcuda.so / libcudart.so) in its mappings";
     else if (p.searching)
-      libs += fmt::format("; looking for the {} too", p.has(is_driver) ? "runtime" : "driver");
+      libs += fmt::format("; looking for the {} too", p.has(is_cuda_driver) ? "runtime" : "driver");
     return p.gone ? libs + "; exited" : libs;
   }
 

@@ -41,8 +41,8 @@ constexpr size_t kWordsOfOneGil = 3;            // condvar's 2 alternating words
 constexpr uint64_t kRearmWindowNs = 2 * kSec;
 constexpr uint64_t kFirstIdleNs = 30 * kSec;
 constexpr uint64_t kMaxIdleNs = 600 * kSec;
-// A child may exec python after the fork: looked at again (process_search.hpp) until then.
-constexpr uint64_t kSearchForNs = 10 * kSec;    // the last look
+// A child may exec python after the fork: looked at again (process_search.hpp) through
+// kSearchForNs.
 constexpr uint64_t kLearningTickNs = kSec / 10;
 constexpr size_t kMaxProcs = 256;
 

@@ -1,11 +1,12 @@
 // nvml: each GPU's utilisation, SM clock against its maximum, clocks event (throttle) reasons,
-// memory, temperature and power, sampled through NVML every 200 ms while a target maps a CUDA
-// library. NVML is the driver's own library (libnvidia-ml.so.1): dlopen()ed, never linked, so
+// memory, temperature and power, sampled through NVML every 200 ms once a target maps a CUDA
+// library (looked for as the cuda probe looks: process_search.hpp). NVML is the driver's own library (libnvidia-ml.so.1): dlopen()ed, never linked, so
 // the agent runs on hosts without it, where the probe says it is unavailable. No BPF: NVML
 // reads the driver's counters, which no kernel hook sees.
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,9 +22,8 @@ namespace ld::probes {
 namespace {
 
 constexpr uint64_t kSampleEveryNs = 200'000'000;
-// How often the targets' maps are looked at for a CUDA library while none maps one.
-constexpr uint64_t kLookEveryNs = 1'000'000'000;
 constexpr unsigned kMaxDevices = 16;
+constexpr size_t kMaxProcs = 256;
 constexpr int kNvmlSuccess = 0;
 constexpr int kClockSm = 1;        // NVML_CLOCK_SM
 constexpr int kTemperatureGpu = 0; // NVML_TEMPERATURE_GPU
@@ -68,14 +68,15 @@ class NvmlProbe : public Probe {
   }
 
   void start(ProbeContext& ctx) override {
-    tgids_ = ctx.options.tgids;
     load();
-    uint64_t now = host::monotonic_now_ns();
-    look_for_cuda(now);
+    const uint64_t now = host::monotonic_now_ns();
+    for (uint32_t tgid : ctx.options.tgids) track(tgid, now);
   }
 
   void tick(uint64_t now, const EmitFn& emit) override {
-    if (!cuda_seen_ && now >= next_look_) look_for_cuda(now);
+    if (!cuda_seen_)
+      for (auto& [tgid, p] : procs_)
+        if (now >= p.look_at_ns) look(p, now);
     if (!cuda_seen_ || now < next_sample_) return;
     next_sample_ = now + kSampleEveryNs;
     sample(now, emit);
@@ -87,7 +88,7 @@ class NvmlProbe : public Probe {
     if (cuda_seen_) sample(host::monotonic_now_ns(), emit);
   }
 
-  void add_target(uint32_t tgid) override { tgids_.push_back(tgid); }
+  void add_target(uint32_t tgid) override { track(tgid, host::monotonic_now_ns()); }
 
   uint64_t user_records() const override { return user_records_; }
 
@@ -137,18 +138,30 @@ class NvmlProbe : public Probe {
     if (devices_.empty()) throw ProbeUnavailable("NVML gives no handle for any GPU");
   }
 
-  // GPU state is for GPU servers: sampled only once a target maps libcuda/libcudart.
-  void look_for_cuda(uint64_t now) {
-    next_look_ = now + kLookEveryNs;
-    for (uint32_t tgid : tgids_) {
-      const std::string maps = read_process_maps(tgid, now);
-      if (maps.find("/libcuda.so") != std::string::npos || maps.find("/libcudart.so") != std::string::npos) {
-        cuda_seen_ = true;
-        next_sample_ = now;
-        return;
-      }
-    }
+  // GPU state is for GPU servers: sampled only once a target maps libcuda/libcudart. A target is
+  // looked at on the cuda probe's schedule (the same reads of its maps serve both), through
+  // kSearchForNs after it is first seen.
+  struct Proc {
+    uint32_t tgid = 0;
+    uint64_t added_ns = 0, look_at_ns = UINT64_MAX;
+    uint32_t looks = 0;
+  };
+
+  void track(uint32_t tgid, uint64_t now) {
+    if (Proc* p = add_process(procs_, tgid, now, kMaxProcs)) look(*p, now);
   }
+
+  void look(Proc& p, uint64_t now) {
+    if (!cuda_libraries(read_process_maps(p.tgid, now)).empty()) {
+      cuda_seen_ = true;
+      next_sample_ = now;
+      return;
+    }
+    const uint64_t until = p.added_ns + kSearchForNs;
+    p.look_at_ns = now < until ? next_look_ns(now, p.looks, until) : UINT64_MAX;
+  }
+
+  uint32_t first_target() const { return procs_.empty() ? 0 : procs_.begin()->first; }
 
   template <typename Fn, typename... Args>
   static uint32_t read_u32(Fn fn, Device d, Args... args) {
@@ -161,7 +174,7 @@ class NvmlProbe : public Probe {
       ld_gpu_sample rec{};
       rec.hdr.type = LD_EV_GPU_SAMPLE;
       rec.hdr.size = sizeof(rec);
-      rec.hdr.tgid = tgids_.empty() ? 0 : tgids_.front();
+      rec.hdr.tgid = first_target();
       rec.hdr.ts_ns = now;
       rec.device = index;
       NvmlUtilization u{};
@@ -188,9 +201,9 @@ class NvmlProbe : public Probe {
   bool initialised_ = false;
   std::vector<std::pair<unsigned, Device>> devices_;
   std::vector<std::string> names_;
-  std::vector<uint32_t> tgids_;
+  std::map<uint32_t, Proc> procs_;
   bool cuda_seen_ = false;
-  uint64_t next_look_ = 0, next_sample_ = 0, user_records_ = 0;
+  uint64_t next_sample_ = 0, user_records_ = 0;
 };
 
 }  // namespace

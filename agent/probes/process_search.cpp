@@ -1,10 +1,13 @@
 #include "probes/process_search.hpp"
 
+#include <algorithm>
+#include <filesystem>
 #include <map>
 #include <mutex>
 
 #include <fmt/format.h>
 
+#include "probes/elf_symbols.hpp"
 #include "util/files.hpp"
 
 namespace ld::probes {
@@ -35,6 +38,23 @@ std::string read_process_maps(uint32_t tgid, uint64_t now) {
 uint64_t process_maps_reads() {
   std::lock_guard lock(g_mu);
   return g_files_read;
+}
+
+bool is_cuda_driver(const std::string& path) {
+  return std::filesystem::path(path).filename().string().rfind("libcuda.so", 0) == 0;
+}
+bool is_cuda_runtime(const std::string& path) {
+  return std::filesystem::path(path).filename().string().rfind("libcudart.so", 0) == 0;
+}
+
+std::vector<std::string> cuda_libraries(const std::string& maps_text) {
+  std::vector<std::string> out;
+  for (const MapsEntry& e : parse_maps(maps_text)) {
+    if (e.path.empty() || e.path[0] != '/' || e.path.find(" (deleted)") != std::string::npos) continue;
+    if ((is_cuda_driver(e.path) || is_cuda_runtime(e.path)) && std::find(out.begin(), out.end(), e.path) == out.end())
+      out.push_back(e.path);
+  }
+  return out;
 }
 
 }  // namespace ld::probes

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -15,6 +16,9 @@ namespace ld::probes {
 // (twice as long between looks each time), the last at the window's end. Each look reads its /proc/PID/maps (~0.1 ms of agent CPU) in
 // the read interval's wake-up, which a server thread waits out anyway.
 constexpr uint64_t kFirstLookAgainNs = 1000000000ULL;
+// Through this long after a process is first seen: servers load Python's runtime or CUDA within
+// seconds of starting.
+constexpr uint64_t kSearchForNs = 10 * kFirstLookAgainNs;
 
 // /proc/PID/maps, read once for every probe that looks at the process within kMapsFreshNs of
 // that read (the gil and cuda probes look at the same ticks: one read serves both); "" when
@@ -23,6 +27,13 @@ constexpr uint64_t kMapsFreshNs = 50'000'000;
 std::string read_process_maps(uint32_t tgid, uint64_t now);
 // How many times read_process_maps read the file: for the tests.
 uint64_t process_maps_reads();
+
+// The CUDA driver (libcuda.so*) and runtime (libcudart.so*), by file name in any directory
+// (pip wheels put them in site-packages/nvidia/...): the ones a maps text names, each once, in
+// the order mapped (deleted files left out).
+bool is_cuda_driver(const std::string& path);
+bool is_cuda_runtime(const std::string& path);
+std::vector<std::string> cuda_libraries(const std::string& maps_text);
 
 // The next look after `looks` looks so far (which it counts), at the latest at `until`.
 inline uint64_t next_look_ns(uint64_t now, uint32_t& looks, uint64_t until) {

@@ -10,6 +10,12 @@ namespace ld::util {
 
 using Spans = std::vector<std::pair<uint64_t, uint64_t>>;
 
+// How much of [a, b) lies in [c, d).
+inline uint64_t overlap_ns(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+  const uint64_t lo = std::max(a, c), hi = std::min(b, d);
+  return hi > lo ? hi - lo : 0;
+}
+
 // Sorted, overlapping and touching spans joined: the union.
 inline Spans merge_spans(Spans spans) {
   std::sort(spans.begin(), spans.end());
@@ -25,7 +31,7 @@ inline Spans merge_spans(Spans spans) {
 inline uint64_t covered_ns(const Spans& merged, uint64_t a, uint64_t b) {
   auto it = std::lower_bound(merged.begin(), merged.end(), a, [](const auto& s, uint64_t t) { return s.second <= t; });
   uint64_t sum = 0;
-  for (; it != merged.end() && it->first < b; ++it) sum += std::min(b, it->second) - std::max(a, it->first);
+  for (; it != merged.end() && it->first < b; ++it) sum += overlap_ns(a, b, it->first, it->second);
   return sum;
 }
 
