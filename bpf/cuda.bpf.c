@@ -70,10 +70,9 @@ static __always_inline void ld_cuda_emit(__u64 end, __u64 start, __u64 dur, __u6
 
 static __always_inline void ld_cuda_end_burst(struct ld_cuda_thread *t)
 {
-	ld_cuda_emit(t->burst_last_ns, t->burst_first_ns, t->burst_sum_ns, 0, t->burst_ret,
-		     t->burst_count, LD_CUDA_LAUNCH, t->burst_api);
+	/* launches are counted at entry only: no time, no result */
+	ld_cuda_emit(t->burst_last_ns, t->burst_first_ns, 0, 0, 0, t->burst_count, LD_CUDA_LAUNCH, t->burst_api);
 	t->burst_count = 0;
-	t->burst_sum_ns = 0;
 }
 
 static __always_inline struct ld_cuda_thread *ld_cuda_thread_of(__u32 tgid, __u32 tid)
@@ -145,7 +144,6 @@ int ld_cuda_launch(struct pt_regs *ctx)
 		t->burst_first_ns = now;
 	t->burst_count++;
 	t->burst_last_ns = now;
-	t->burst_ret = 0;
 	t->burst_api = api;
 	return 0;
 }

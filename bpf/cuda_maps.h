@@ -11,10 +11,8 @@ struct ld_cuda_thread {
 	ld_u64 call_start_ns;  /* entry of the outermost traced call in progress */
 	ld_u64 call_arg;       /* its ld_cuda_call.arg */
 	ld_u64 burst_first_ns; /* entry of the burst's first launch */
-	ld_u64 burst_last_ns;  /* entry of its last */
-	ld_u64 burst_sum_ns;   /* 0: launches are counted at entry only, not timed */
+	ld_u64 burst_last_ns;  /* entry of its last (launches are counted at entry, not timed) */
 	ld_u64 runtime_launch_ns; /* entry of a runtime launch whose driver launch has not come */
-	ld_s64 burst_ret;      /* the last launch's result */
 	ld_u32 tgid;
 	ld_u32 depth;          /* traced calls in progress: > 1 inside a nested one */
 	ld_u32 burst_count;    /* launches summed (0: no burst) */

@@ -302,8 +302,7 @@ class CudaProbe : public Probe {
       rec.hdr.tid = tid;
       rec.hdr.ts_ns = t.burst_last_ns;
       rec.start_ns = t.burst_first_ns;
-      rec.dur_ns = t.burst_sum_ns;
-      rec.ret = t.burst_ret;
+      // dur_ns and ret stay 0: launches are counted at entry only (bpf/cuda.bpf.c).
       rec.count = t.burst_count;
       rec.kind = LD_CUDA_LAUNCH;
       rec.api = t.burst_api;
