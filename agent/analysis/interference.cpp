@@ -56,7 +56,7 @@ std::set<uint32_t> multiplexing_threads(const model::Timeline& timeline) {
 }  // namespace
 
 BatchInterference::BatchInterference(const model::Timeline& requests, const model::Timeline& threads,
-                                     const Attributor& attributor)
+                                     const HandoffModel& handoffs)
     : requests_(requests) {
   for (size_t i = 0; i < requests.requests.size(); ++i) {
     const Request& r = requests.requests[i];
@@ -78,7 +78,7 @@ BatchInterference::BatchInterference(const model::Timeline& requests, const mode
   for (int depth = 0; depth < kProducerLevels && !level.empty(); ++depth) {
     std::set<uint32_t> next;
     for (uint32_t consumer : level)
-      for (uint32_t producer : attributor.producers_of(consumer)) {
+      for (uint32_t producer : handoffs.producers_of(consumer)) {
         if (producer == consumer) continue;
         auto& mine = consumers[producer];
         const size_t before = mine.size();

@@ -10,7 +10,8 @@
 #include <set>
 #include <vector>
 
-#include "analysis/attribution.hpp"
+#include "analysis/handoff_model.hpp"
+#include "analysis/window_account.hpp"
 #include "model/timeline.hpp"
 
 namespace ld::analysis {
@@ -19,8 +20,8 @@ class BatchInterference {
  public:
   // `requests`: the report's timeline (whose prefills may interfere); `threads`: the timeline
   // that knows which thread sent each token (the socket timeline; the same one without a token
-  // log). `attributor` has learned its hand-offs.
-  BatchInterference(const model::Timeline& requests, const model::Timeline& threads, const Attributor& attributor);
+  // log). `handoffs`: who hands which thread its tokens.
+  BatchInterference(const model::Timeline& requests, const model::Timeline& threads, const HandoffModel& handoffs);
 
   // Moves to batch_interference the compute of `acc` (accounted with keep_compute over the
   // window [a, b] of request `request`) that a shared thread did while other requests of the

@@ -309,10 +309,9 @@ TEST(Attribution, ShortWaitsWokenByOneThreadLearnItAsTheProducer) {
   EvidenceStore store;
   short_handoffs(store, 102, false);
   Attributor attributor(store, {100});
-  attributor.learn_handoffs(101, 0, 100 * kMs, 100);
-  attributor.finish_learning();
-  EXPECT_TRUE(attributor.is_producer(101, 102));
-  EXPECT_EQ(attributor.main_producer(101), 102u);
+  attributor.learn({{101, 0, 100 * kMs, 100}});
+  EXPECT_TRUE(attributor.handoffs().is_producer(101, 102));
+  EXPECT_EQ(attributor.handoffs().main_producer(101), 102u);
   const WindowAccount acc = attributor.account(101, 10 * kMs, 11 * kMs);
   EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCompute), 1);  // the wait is the main loop's compute
   EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kLockContention), 0);
@@ -322,9 +321,8 @@ TEST(Attribution, ShortWaitsWithoutAKnownWakerStayLockContention) {
   EvidenceStore store;
   short_handoffs(store, 0, false);  // a layout-2 trace: no wakers in its sums
   Attributor attributor(store, {100});
-  attributor.learn_handoffs(101, 0, 100 * kMs, 100);
-  attributor.finish_learning();
-  EXPECT_EQ(attributor.main_producer(101), 0u);
+  attributor.learn({{101, 0, 100 * kMs, 100}});
+  EXPECT_EQ(attributor.handoffs().main_producer(101), 0u);
   EXPECT_DOUBLE_EQ(ms_of(attributor.account(101, 10 * kMs, 11 * kMs), Cause::kLockContention), 0.4);
 }
 
@@ -333,9 +331,8 @@ TEST(Attribution, ShortWaitsOfAPeriodWithGilWaitsTeachNoProducer) {
   EvidenceStore store;
   short_handoffs(store, 102, true);
   Attributor attributor(store, {100});
-  attributor.learn_handoffs(101, 0, 100 * kMs, 100);
-  attributor.finish_learning();
-  EXPECT_FALSE(attributor.is_producer(101, 102));
+  attributor.learn({{101, 0, 100 * kMs, 100}});
+  EXPECT_FALSE(attributor.handoffs().is_producer(101, 102));
 }
 
 TEST(Attribution, ASchedSumOfRecordLayoutTwoStillReads) {
