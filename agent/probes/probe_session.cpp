@@ -27,6 +27,7 @@
 #include "probes/core_btf.hpp"
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
+#include "util/time.hpp"
 
 namespace ld::probes {
 namespace {
@@ -88,7 +89,7 @@ class TargetBitmap {
 
 // The tick for user-space sampling: every ProbeOptions::tick_ns unless a probe asks sooner
 // (Probe::next_tick_ns).
-constexpr uint64_t kMinTickNs = 10'000'000;  // a probe's deadline in the past: not a busy loop
+constexpr uint64_t kMinTickNs = 10 * util::kNsPerMs;  // a probe's deadline in the past: not a busy loop
 
 // SIGINT/SIGTERM go to the main thread (the recorder's handler); the helper threads that load
 // or detach probes only do that.
@@ -222,7 +223,7 @@ struct ProbeSession::Impl {
     auto work = [&] {
       for (size_t i; (i = next++) < made.size();)
         if (made[i] && !failed) {
-          probes[i].began_ms = static_cast<double>(host::monotonic_now_ns() - session_begin) / 1e6;
+          probes[i].began_ms = util::ns_to_ms(host::monotonic_now_ns() - session_begin);
           start_one(made[i], probes[i], core, emit, fatal[i], failed);
         }
     };
@@ -272,7 +273,7 @@ struct ProbeSession::Impl {
       failed = true;
     }
     probe.reset();  // one that did not start is torn down here: nothing of it stays attached
-    running.start_ms = static_cast<double>(host::monotonic_now_ns() - begin) / 1e6;
+    running.start_ms = util::ns_to_ms(host::monotonic_now_ns() - begin);
   }
 
   static CoreBtf build_core_btf(const std::vector<const ProbeInfo*>& infos,
@@ -359,7 +360,7 @@ int ProbeSession::poll(int timeout_ms) {
     // uprobe 4 s on the server). Otherwise round up: waking a little after the tick is due
     // beats waking twice.
     uint64_t until_tick_ms =
-        impl_->next_tick > now ? (impl_->next_tick - now + 999'999) / 1'000'000 : 0;
+        impl_->next_tick > now ? (impl_->next_tick - now + util::kNsPerMs - 1) / util::kNsPerMs : 0;
     if (timeout_ms < 0 || until_tick_ms < static_cast<uint64_t>(timeout_ms))
       timeout_ms = static_cast<int>(until_tick_ms);
   }

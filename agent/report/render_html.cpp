@@ -16,6 +16,7 @@
 #include "report/frames_view.hpp"
 #include "report/report_view.hpp"
 #include "report/svg.hpp"
+#include "util/time.hpp"
 
 namespace ld::report {
 
@@ -158,7 +159,7 @@ std::string header_html(const Report& r) {
   std::string sub = environment_rows(r).front().value;
   if (!r.target.exe.empty()) sub += " · " + r.target.exe;
   sub += " · " + (r.start_unix_ns ? utc_time(r.start_unix_ns) : std::string("start unknown"));
-  sub += fmt::format(" · {:.1f} s window", static_cast<double>(r.duration_ms) / 1000.0);
+  sub += fmt::format(" · {:.1f} s window", util::ms_to_s(r.duration_ms));
   return "<header><h1>" + h(title_of(r)) + "</h1><p class=\"sub\">" + h(sub) + "</p></header>\n";
 }
 
@@ -276,7 +277,7 @@ std::string timeline_html(const Report& r) {
   const PlotArea area{labels ? 110.0 : 60.0, 10, kPlotWidth - (labels ? 130.0 : 80.0), lane * lanes};
   const int height = static_cast<int>(area.bottom() + 46);
 
-  double end_s = static_cast<double>(r.duration_ms) / 1000.0;
+  double end_s = util::ms_to_s(r.duration_ms);
   for (size_t i : sample.rows)
     if (!r.request_rows[i].token_mono_ns.empty())
       end_s = std::max(end_s, seconds_after_start(r, r.request_rows[i].token_mono_ns.back()));

@@ -12,6 +12,7 @@
 #include "report/frames_view.hpp"
 #include "report/report_view.hpp"
 #include "report/svg.hpp"
+#include "util/time.hpp"
 
 namespace ld::report {
 
@@ -81,7 +82,7 @@ std::string summary_md(const Report& r) {
   std::string out = "## Summary\n\n";
   out += fmt::format("{} streaming requests, {} tokens, {} outliers; window {}, {:.1f} s.\n\n", r.requests, r.tokens,
                      r.outliers.size(), r.start_unix_ns ? utc_time(r.start_unix_ns) : std::string("start unknown"),
-                     static_cast<double>(r.duration_ms) / 1000.0);
+                     util::ms_to_s(r.duration_ms));
   out += table(distribution_headers(),
                {distribution_cells("TTFT", r.ttft_ms), distribution_cells("TPOT (every gap)", r.tpot_ms)},
                {1, 2, 3, 4, 5, 6, 7, 8});

@@ -10,6 +10,7 @@
 #include "report/frames_view.hpp"
 #include "report/report_view.hpp"
 #include "report/text_table.hpp"
+#include "util/time.hpp"
 
 namespace ld::report {
 
@@ -20,8 +21,8 @@ constexpr size_t kMaxRequestRows = 50;
 const std::string kIndent = "  ";
 
 std::string duration_text(uint64_t ms) {
-  if (ms < 1000) return fmt::format("{} ms", ms);
-  return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000.0);
+  if (ms < util::kMsPerSec) return fmt::format("{} ms", ms);
+  return fmt::format("{:.1f} s", util::ms_to_s(ms));
 }
 
 std::string plural(uint64_t n, const std::string& one, const std::string& many) {
@@ -178,10 +179,8 @@ std::string requests_section(const Report& r) {
   const size_t shown = std::min(r.request_rows.size(), kMaxRequestRows);
   for (size_t i = 0; i < shown; ++i) {
     const RequestRow& row = r.request_rows[i];
-    const double offset_s = row.start_unix_ns >= r.start_unix_ns
-                                ? static_cast<double>(row.start_unix_ns - r.start_unix_ns) / 1e9
-                                : -static_cast<double>(r.start_unix_ns - row.start_unix_ns) / 1e9;
-    table.add_row({row.id, fmt::format("{:.3f}", offset_s), std::to_string(row.input_bytes),
+    const double start_s = util::offset_s(row.start_unix_ns, r.start_unix_ns);
+    table.add_row({row.id, fmt::format("{:.3f}", start_s), std::to_string(row.input_bytes),
                    row.input_tokens >= 0 ? std::to_string(row.input_tokens) : "-",
                    ms_cell(row.ttft_ms), std::to_string(row.tokens), ms_cell(row.tpot_median_ms),
                    ms_cell(row.tpot_stddev_ms), ms_cell(row.tpot_max_ms), row_notes(row, r.thresholds)});

@@ -18,6 +18,7 @@
 #include "trace/trace_file.hpp"
 #include "trace/trace_header.hpp"
 #include "util/files.hpp"
+#include "util/time.hpp"
 
 namespace ld::serve {
 namespace fs = std::filesystem;
@@ -141,7 +142,7 @@ std::string FlightRecorder::tick(uint64_t now_mono_ns, const json& trailer) {
     return "flight recorder: " + problem;
   }
   try {
-    const bool old = now_mono_ns - segment_started_ns_ >= options_.segment_ms * 1'000'000;
+    const bool old = now_mono_ns - segment_started_ns_ >= options_.segment_ms * util::kNsPerMs;
     const bool big = writer_->bytes_written() >= std::max<uint64_t>(options_.max_bytes / 8, 1 << 20);
     if (old || big) {
       json closing = trailer;
