@@ -113,7 +113,7 @@ double mad(std::vector<double> values, double center) { return mad_in_place(valu
 
 // A window to attribute: [a, b] on the thread that sent the token at b.
 struct Window {
-  std::string_view kind;  // "ttft" or "tpot" (literals)
+  WindowKind kind;
   size_t request = 0;  // index into the timeline
   uint64_t token_index = 0;
   uint64_t a = 0, b = 0;
@@ -273,12 +273,12 @@ std::vector<Window> find_outliers(const Timeline& timeline, const std::vector<co
     const double limit = std::max({base * config.ttft_margin, base + config.ttft_floor_ms,
                                    base + config.tpot_mad_k * resid_spread});
     if (std::isfinite(ttft) && ttft > limit) {
-      Window w{"ttft", i, 0, r.start_ns, r.token_ns[0], r.start_ns, token_thread(r, s, 0), base};
+      Window w{WindowKind::kTtft, i, 0, r.start_ns, r.token_ns[0], r.start_ns, token_thread(r, s, 0), base};
       if (s && s->start_ns > r.start_ns && s->start_ns < r.token_ns[0]) w.walk_from = s->start_ns;
       out.push_back(w);
     }
     for (size_t k = 1; k < r.token_ns.size(); ++k) {
-      Window w{"tpot", i, k, r.token_ns[k - 1], r.token_ns[k], r.token_ns[k - 1], token_thread(r, s, k), gap_median};
+      Window w{WindowKind::kTpot, i, k, r.token_ns[k - 1], r.token_ns[k], r.token_ns[k - 1], token_thread(r, s, k), gap_median};
       if (ms(w.b - w.a) > gap_limit) out.push_back(w);
       else on_typical(w);
     }
@@ -617,7 +617,7 @@ void attribute(model::Report& report, const Timeline& timeline, const Timeline* 
                             first_start - target_start_mono_ns < 120'000'000'000ULL;
   size_t later_ttft_outliers = 0;
   for (const Window& w : windows)
-    if (w.kind == "ttft" && w.request != 0) later_ttft_outliers++;
+    if (w.kind == WindowKind::kTtft && w.request != 0) later_ttft_outliers++;
   std::vector<uint64_t> ends;
   for (const Window& w : windows) {
     const Request& r = timeline.requests[w.request];
@@ -651,7 +651,7 @@ void attribute(model::Report& report, const Timeline& timeline, const Timeline* 
       attributor.account_into(acc, w.tid, w.walk_from, w.b);
       // What the window computes anyway stays compute: a typical gap's compute, or for a first
       // token its whole baseline (its own prefill).
-      const bool ttft = w.kind == "ttft";
+      const bool ttft = w.kind == WindowKind::kTtft;
       const double own_ms = ttft ? w.baseline_ms : typical_compute_ms;
       if (std::isfinite(own_ms))
         interference.apply(acc, w.request, w.walk_from, w.b, static_cast<uint64_t>(std::max(0.0, own_ms) * kNsPerMs), ttft);
@@ -671,7 +671,7 @@ void attribute(model::Report& report, const Timeline& timeline, const Timeline* 
       o.facts["own_contention_ms"] = std::round(ms(own_ns) * 10) / 10;
       o.facts["own_busy_threads"] = own_threads;
     }
-    if (report.attributed && w.kind == "ttft" && w.request == 0 && fresh_target && later_ttft_outliers == 0)
+    if (report.attributed && w.kind == WindowKind::kTtft && w.request == 0 && fresh_target && later_ttft_outliers == 0)
       apply_cold_start(o, ms(w.a - target_start_mono_ns));
     ends.push_back(w.b);
     report.outliers.push_back(std::move(o));

@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +18,7 @@
 #include "model/definitions.hpp"
 #include "model/stats.hpp"
 #include "model/thread_tracks.hpp"
+#include "util/enum_names.hpp"
 
 namespace ld::model {
 
@@ -135,8 +139,19 @@ struct FlameProfile {
   bool empty() const { return stacks.empty(); }
 };
 
+// Which wait of a stream an outlier window is: for its first token, or between two tokens.
+enum class WindowKind : uint8_t { kTtft, kTpot };
+// The names the JSON and text reports, the rules' facts and the metrics' labels use.
+inline constexpr util::EnumNames<WindowKind, 2> kWindowKindNames{{{WindowKind::kTtft, "ttft"}, {WindowKind::kTpot, "tpot"}}};
+static_assert(util::names_every_value_in_order(kWindowKindNames));
+inline std::string_view window_kind_name(WindowKind kind) { return util::name_of(kWindowKindNames, kind); }
+inline std::optional<WindowKind> parse_window_kind(std::string_view name) { return util::value_of(kWindowKindNames, name); }
+// Compared with a name: a check written against the report's strings reads as it did.
+inline bool operator==(WindowKind kind, std::string_view name) { return window_kind_name(kind) == name; }
+std::ostream& operator<<(std::ostream& out, WindowKind kind);  // its name, for test messages
+
 struct Outlier {
-  std::string kind;             // "ttft" | "tpot"
+  WindowKind kind = WindowKind::kTtft;
   std::string request;          // RequestRow::id
   uint64_t token_index = 0;     // index of the token that ended the window (0 = first token)
   uint64_t start_mono_ns = 0;   // window: request start (ttft) or previous token (tpot)

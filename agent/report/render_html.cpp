@@ -239,7 +239,7 @@ void draw_outlier(Svg& svg, const Outlier& o, const LinearScale& x, double y, do
   if (o.duration_ms > explained) parts.push_back({Cause::kUnknown, o.duration_ms - explained, 0, {}});
   const double total = std::max(explained, o.duration_ms);
   const std::string tip = fmt::format("{} outlier, request {} token {}: {} ms (baseline {} ms): {}",
-                                      o.kind == "ttft" ? "first-token" : "gap", o.request, o.token_index,
+                                      o.kind == WindowKind::kTtft ? "first-token" : "gap", o.request, o.token_index,
                                       ms_cell(o.duration_ms), ms_cell(o.baseline_ms), causes_summary(parts));
   double at = x0;
   for (const CauseTime& c : parts) {
@@ -398,7 +398,7 @@ std::string tpot_html(const Report& r) {
 std::map<std::string, const Outlier*> ttft_outliers_by_request(const Report& r) {
   std::map<std::string, const Outlier*> by_request;
   for (const Outlier& o : r.outliers)
-    if (o.kind == "ttft") by_request[o.request] = &o;
+    if (o.kind == WindowKind::kTtft) by_request[o.request] = &o;
   return by_request;
 }
 
@@ -518,7 +518,7 @@ std::string outliers_html(const Report& r) {
       if (!e.empty()) evidence += "<div><code>" + h(id(c.cause) + ": " + e) + "</code></div>";
     }
     if (!o.activity.empty()) evidence += "<div class=\"note\">the thread: " + h(activity_text(o.activity)) + "</div>";
-    rows.push_back({h(o.kind), h(o.request), std::to_string(o.token_index),
+    rows.push_back({h(std::string(window_kind_name(o.kind))), h(o.request), std::to_string(o.token_index),
                     fmt::format("{:.3f}", seconds_after_start(r, o.end_mono_ns)), ms_cell(o.duration_ms),
                     ms_cell(o.baseline_ms), causes.empty() ? "<span class=\"note\">unknown</span>" : causes, evidence});
   }

@@ -148,7 +148,7 @@ std::string outliers_md(const Report& r) {
       if (!e.empty()) evidence += fmt::format("{}{}: {}", evidence.empty() ? "" : "; ", cause_id(c.cause), e);
     }
     if (!o.activity.empty()) evidence += (evidence.empty() ? "" : "; ") + ("the thread: " + activity_text(o.activity));
-    rows.push_back({md(o.kind), md(o.request), std::to_string(o.token_index),
+    rows.push_back({md(std::string(window_kind_name(o.kind))), md(o.request), std::to_string(o.token_index),
                     fmt::format("{:.3f}", seconds_after_start(r, o.end_mono_ns)), ms_cell(o.duration_ms),
                     ms_cell(o.baseline_ms), md(o.causes.empty() ? "unknown" : causes_summary(o.causes)), md(evidence)});
   }

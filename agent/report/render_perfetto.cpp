@@ -165,10 +165,10 @@ void write_outliers(EventWriter& w, const Report& r, const ProcessMap& processes
       causes.push_back({{"cause", cause_id(c.cause)}, {"ms", c.ms}, {"share", c.share}, {"evidence", c.evidence}});
     const Cause main_cause = dominant_cause(o);
     // One name per kind and main cause: the UI makes a track per async name.
-    const std::string name = (o.kind == "ttft" ? "slow first token: " : "slow gap: ") + std::string(cause_id(main_cause));
+    const std::string name = (o.kind == WindowKind::kTtft ? "slow first token: " : "slow gap: ") + std::string(cause_id(main_cause));
     write_async(w, "outlier", fmt::format("outlier-{}", k), name, processes.tgid(o.tid, o.request),
                 o.tid ? o.tid : kUnknownThreadTid, o.start_mono_ns, o.end_mono_ns,
-                {{"kind", o.kind}, {"request", o.request}, {"token_index", o.token_index},
+                {{"kind", std::string(window_kind_name(o.kind))}, {"request", o.request}, {"token_index", o.token_index},
                  {"duration_ms", o.duration_ms}, {"baseline_ms", o.baseline_ms}, {"causes", causes},
                  {"summary", causes_summary(o.causes)}, {"colour", cause_info(main_cause).color}});
   }

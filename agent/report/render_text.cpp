@@ -218,7 +218,7 @@ std::string outliers_section(const Report& r) {
   if (r.outliers.empty()) return r.request_rows.empty() ? "" : "outliers: none (no slow first token or gap)\n" + fit_line(r);
   std::string out = fmt::format("outliers ({}, baseline = the typical gap or the fitted TTFT)\n", r.outliers.size());
   for (const Outlier& o : r.outliers) {
-    out += kIndent + fmt::format("{} {} token {}: {} ms (baseline {} ms)", o.kind, printable(o.request),
+    out += kIndent + fmt::format("{} {} token {}: {} ms (baseline {} ms)", window_kind_name(o.kind), printable(o.request),
                                  o.token_index, ms_cell(o.duration_ms), ms_cell(o.baseline_ms));
     if (!o.causes.empty()) out += " = " + cause_list(o.causes, true);
     out += "\n";

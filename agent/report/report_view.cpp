@@ -244,7 +244,7 @@ std::vector<InputBucket> ttft_by_input(const Report& r, size_t buckets) {
   return out;
 }
 
-CauseTotals outlier_totals(const Report& r, const std::string& kind) {
+CauseTotals outlier_totals(const Report& r, WindowKind kind) {
   CauseTotals totals;
   std::array<double, kCauseCount> ms_by_cause{};
   for (const Outlier& o : r.outliers) {
@@ -317,7 +317,7 @@ std::vector<std::string> CauseBreakdown::cells(Cause cause) const {
 }
 
 CauseBreakdown cause_breakdown(const Report& r) {
-  CauseBreakdown b{outlier_totals(r, "ttft"), outlier_totals(r, "tpot"), typical_totals(r), {}};
+  CauseBreakdown b{outlier_totals(r, WindowKind::kTtft), outlier_totals(r, WindowKind::kTpot), typical_totals(r), {}};
   for (const CauseTotals* t : {&b.first_tokens, &b.gaps, &b.typical})
     for (const CauseTime& c : t->causes)
       if (std::find(b.causes.begin(), b.causes.end(), c.cause) == b.causes.end()) b.causes.push_back(c.cause);

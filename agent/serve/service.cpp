@@ -409,12 +409,12 @@ void Service::export_otlp(const WindowResult& result, const std::vector<exporter
   for (size_t index : result.outliers) {
     const auto& o = report.outliers[index];
     exporter::Span span;
-    span.name = o.kind == "ttft" ? "slow first token" : "slow token gap";
+    span.name = o.kind == model::WindowKind::kTtft ? "slow first token" : "slow token gap";
     span.start_unix_ns = model::mono_to_unix_ns(o.start_mono_ns, offset);
     span.end_unix_ns = model::mono_to_unix_ns(o.end_mono_ns, offset);
     json causes = json::array();
     for (const auto& c : o.causes) causes.push_back(std::string(model::cause_id(c.cause)));
-    span.attributes = {{"latency_doctor.outlier.kind", o.kind},
+    span.attributes = {{"latency_doctor.outlier.kind", std::string(model::window_kind_name(o.kind))},
                        {"latency_doctor.outlier.duration_ms", o.duration_ms},
                        {"latency_doctor.outlier.baseline_ms", o.baseline_ms},
                        {"latency_doctor.outlier.request", o.request},

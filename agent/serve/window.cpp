@@ -83,7 +83,7 @@ void count_window(const model::Report& report, uint64_t from_ns, uint64_t to_ns,
     const auto& o = report.outliers[i];
     if (!in(o.end_mono_ns)) continue;
     out.outliers.push_back(i);
-    out.observed.outliers[o.kind]++;
+    out.observed.outliers[std::string(model::window_kind_name(o.kind))]++;
     double explained = 0;
     for (const auto& c : o.causes) {
       out.observed.outlier_seconds[std::string(model::cause_id(c.cause))] += util::ms_to_s(c.ms);

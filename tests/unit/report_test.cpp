@@ -195,7 +195,7 @@ TEST(Report, MillisecondsAreRoundedToThreeDecimals) {
 TEST(Report, OutliersAndFindingsFollowTheContract) {
   Report r = sample_report();
   ld::model::Outlier o;
-  o.kind = "tpot";
+  o.kind = ld::model::WindowKind::kTpot;
   o.request = "42:c1#2";
   o.token_index = 1;
   o.start_unix_ns = 1;

@@ -1,0 +1,17 @@
+// The enums that travel as strings (util/enum_names.hpp): every value has its name, and each
+// name reads back as its value.
+#include <gtest/gtest.h>
+
+#include "model/report.hpp"
+
+using namespace ld::model;
+
+TEST(EnumNames, WindowKind) {
+  EXPECT_EQ(window_kind_name(WindowKind::kTtft), "ttft");
+  EXPECT_EQ(window_kind_name(WindowKind::kTpot), "tpot");
+  for (const auto& [kind, name] : kWindowKindNames) EXPECT_EQ(parse_window_kind(name), kind);
+  EXPECT_FALSE(parse_window_kind("TTFT").has_value());
+  EXPECT_FALSE(parse_window_kind("").has_value());
+  EXPECT_TRUE(WindowKind::kTpot == "tpot");
+  EXPECT_FALSE(WindowKind::kTpot == "ttft");
+}
