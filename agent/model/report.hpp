@@ -24,12 +24,30 @@ namespace ld::model {
 
 inline constexpr const char* kReportSchema = "latency-doctor/report/v1";
 
+// A probe's state in the probes table.
+enum class ProbeState : uint8_t {
+  kAttached,
+  kUnavailable,  // this kernel or host cannot run it: the reason says why
+  kDisabled,     // not selected by --probes
+  kOther,        // a name this version does not know (a trace of another one): ProbeStatus::other_status
+};
+// The names of the trace files, the JSON and the text; kOther has none of its own.
+inline constexpr util::EnumNames<ProbeState, 3> kProbeStateNames{
+    {{ProbeState::kAttached, "attached"}, {ProbeState::kUnavailable, "unavailable"}, {ProbeState::kDisabled, "disabled"}}};
+static_assert(util::names_every_value_in_order(kProbeStateNames));
+inline std::string_view probe_state_name(ProbeState state) { return util::name_of(kProbeStateNames, state); }
+inline std::optional<ProbeState> parse_probe_state(std::string_view name) { return util::value_of(kProbeStateNames, name); }
+
 struct ProbeStatus {
   std::string name;
-  std::string status;  // attached | unavailable | disabled
+  ProbeState status = ProbeState::kOther;
   std::string reason;
   uint64_t events = 0;
   uint64_t lost = 0;
+  std::string other_status{};  // kOther: the name as read, written back as it was
+
+  // The name the trace and the reports write.
+  std::string_view status_name() const { return status == ProbeState::kOther ? other_status : probe_state_name(status); }
 };
 
 // What the agent itself cost while it recorded: the trailer's "agent" object. Unknown (known =

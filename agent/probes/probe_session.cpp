@@ -104,7 +104,7 @@ void block_stop_signals() {
 struct RunningProbe {
   const ProbeInfo* info;
   std::unique_ptr<Probe> probe;
-  std::string status;  // attached | unavailable | disabled
+  model::ProbeState status = model::ProbeState::kDisabled;
   std::string reason;
   double start_ms = 0;  // open + load + attach of this probe
   double began_ms = 0;  // when that began, from the session's start (for --verbose)
@@ -209,7 +209,7 @@ struct ProbeSession::Impl {
 
     probes.clear();
     for (const ProbeInfo* info : all)
-      probes.push_back(RunningProbe{info, nullptr, "disabled", "not selected by --probes"});
+      probes.push_back(RunningProbe{info, nullptr, model::ProbeState::kDisabled, "not selected by --probes"});
     std::vector<std::exception_ptr> fatal(made.size());
     std::atomic<size_t> next{0};
     std::atomic<bool> failed{false};
@@ -248,9 +248,9 @@ struct ProbeSession::Impl {
 
     if (options.verbose)
       for (const auto& p : probes)
-        if (p.status != "disabled")
+        if (p.status != model::ProbeState::kDisabled)
           fmt::print(stderr, "latency-doctor: probe {} {} in {:.1f} ms (at +{:.1f} ms)\n",
-                     p.info->name, p.status, p.start_ms, p.began_ms);
+                     p.info->name, model::probe_state_name(p.status), p.start_ms, p.began_ms);
   }
 
   void start_one(std::unique_ptr<Probe>& probe, RunningProbe& running, const CoreBtf& core,
@@ -262,11 +262,11 @@ struct ProbeSession::Impl {
     uint64_t begin = host::monotonic_now_ns();
     try {
       probe->start(ctx);
-      running.status = "attached";
+      running.status = model::ProbeState::kAttached;
       running.reason = probe->detail();
       running.probe = std::move(probe);
     } catch (const ProbeUnavailable& e) {
-      running.status = "unavailable";
+      running.status = model::ProbeState::kUnavailable;
       running.reason = e.what();
     } catch (...) {
       fatal = std::current_exception();
@@ -322,7 +322,7 @@ ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record
   if (!any) {
     std::string why;
     for (const auto& p : impl_->probes)
-      if (p.status == "unavailable") why += fmt::format("; {}: {}", p.info->name, p.reason);
+      if (p.status == model::ProbeState::kUnavailable) why += fmt::format("; {}: {}", p.info->name, p.reason);
     throw ProbeError(ProbeError::Kind::Unsupported, "no probe could be attached" + why);
   }
   impl_->ring.reset(ring_buffer__new(impl_->events.get(), &Impl::handle, impl_.get(), nullptr));

@@ -584,7 +584,7 @@ std::string probes_html(const Report& r) {
   if (r.probes.empty()) return "";
   std::vector<std::vector<std::string>> rows;
   for (const ProbeStatus& p : r.probes)
-    rows.push_back({h(p.name), h(p.status), std::to_string(p.events), std::to_string(p.lost), h(p.reason)});
+    rows.push_back({h(p.name), h(std::string(p.status_name())), std::to_string(p.events), std::to_string(p.lost), h(p.reason)});
   std::string out = table({"probe", "status", "events", "lost", "reason"}, rows, {2, 3});
   if (const uint64_t lost = lost_events(r))
     out += "<p class=\"warn-box\">" +

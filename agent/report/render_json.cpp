@@ -116,7 +116,7 @@ template <class J>
 J probe_json(const ProbeStatus& probe) {
   J j = J::object();
   j["name"] = probe.name;
-  j["status"] = probe.status;
+  j["status"] = std::string(probe.status_name());
   j["reason"] = probe.reason;
   j["events"] = probe.events;
   j["lost"] = probe.lost;

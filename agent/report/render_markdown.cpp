@@ -262,7 +262,7 @@ std::string probes_md(const Report& r) {
   if (r.probes.empty()) return "";
   std::vector<std::vector<std::string>> rows;
   for (const ProbeStatus& p : r.probes)
-    rows.push_back({md(p.name), md(p.status), std::to_string(p.events), std::to_string(p.lost), md(p.reason)});
+    rows.push_back({md(p.name), md(std::string(p.status_name())), std::to_string(p.events), std::to_string(p.lost), md(p.reason)});
   std::string out = "## Probes\n\n" + table({"probe", "status", "events", "lost", "reason"}, rows, {2, 3});
   if (const uint64_t lost = lost_events(r))
     out += fmt::format("**{} events were lost** (ring buffer full): tokens or evidence may be missing; raise "

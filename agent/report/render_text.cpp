@@ -250,7 +250,7 @@ std::string probes_section(const std::vector<ProbeStatus>& probes, const AgentCo
   TextTable table({{"name", Align::kLeft}, {"status", Align::kLeft}, {"events"}, {"lost"},
                    {"reason", Align::kLeft}});
   for (const ProbeStatus& p : probes) {
-    table.add_row({p.name, p.status, std::to_string(p.events), std::to_string(p.lost), p.reason});
+    table.add_row({p.name, std::string(p.status_name()), std::to_string(p.events), std::to_string(p.lost), p.reason});
   }
   std::string out = "probes\n" + table.render(kIndent);
   for (const ProbeStatus& p : probes) {

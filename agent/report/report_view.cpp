@@ -87,7 +87,7 @@ std::string target_text(const Target& t) {
 
 std::string probes_text(const Report& r) {
   std::map<std::string, std::vector<std::string>> by_status;
-  for (const ProbeStatus& p : r.probes) by_status[p.status].push_back(p.name);
+  for (const ProbeStatus& p : r.probes) by_status[std::string(p.status_name())].push_back(p.name);
   std::string out;
   for (const auto& [status, names] : by_status) {
     std::string list;

@@ -254,7 +254,7 @@ FactSet report_facts(const model::Report& r) {
     for (const auto& [key, value] : r.window_facts.items()) set_json(facts, "window." + key, value);
   uint64_t lost = 0;
   for (const model::ProbeStatus& p : r.probes) {
-    facts.set("probes." + p.name + ".attached", p.status == "attached");
+    facts.set("probes." + p.name + ".attached", p.status == model::ProbeState::kAttached);
     lost += p.lost;
   }
   facts.set("probes.lost", lost);

@@ -15,3 +15,15 @@ TEST(EnumNames, WindowKind) {
   EXPECT_TRUE(WindowKind::kTpot == "tpot");
   EXPECT_FALSE(WindowKind::kTpot == "ttft");
 }
+
+TEST(EnumNames, ProbeState) {
+  for (const auto& [state, name] : kProbeStateNames) EXPECT_EQ(parse_probe_state(name), state);
+  EXPECT_EQ(probe_state_name(ProbeState::kUnavailable), "unavailable");
+  EXPECT_EQ(probe_state_name(ProbeState::kOther), "");
+  EXPECT_FALSE(parse_probe_state("?").has_value());
+  ProbeStatus p{"sock", ProbeState::kDisabled, "", 0, 0};
+  EXPECT_EQ(p.status_name(), "disabled");
+  p.status = ProbeState::kOther;
+  p.other_status = "paused";
+  EXPECT_EQ(p.status_name(), "paused");
+}

@@ -103,8 +103,8 @@ Report sample_report() {
   r.findings.push_back(f);
   r.host = {{"kernel", "6.1.0-test"}, {"cpu_model", "Test CPU @ 2.0GHz"}, {"cpus", 2}, {"governor", "powersave"},
             {"sysctl", {{"net.core.somaxconn", "4096"}}}, {"cgroup", {{"cpu_max", "200000 100000"}}}};
-  r.probes.push_back({"sock", "attached", "", 1000, 0});
-  r.probes.push_back({"sched", "attached", "", 5000, 17});
+  r.probes.push_back({"sock", ld::model::ProbeState::kAttached, "", 1000, 0});
+  r.probes.push_back({"sched", ld::model::ProbeState::kAttached, "", 5000, 17});
   r.warnings.push_back("a warning with <b>markup</b>");
   return r;
 }

@@ -64,7 +64,7 @@ Report clean_report() {
   r.ttft_ms = ld::model::describe(ttft);
   r.tpot_ms = ld::model::describe(gaps);
   for (const char* probe : {"sock", "sched", "perf", "memory", "disk", "gil", "futex", "tcp", "cgroup", "reclaim", "cpufreq"})
-    r.probes.push_back({probe, "attached", "", 1000, 0});
+    r.probes.push_back({probe, ld::model::ProbeState::kAttached, "", 1000, 0});
   r.typical.windows = r.gaps;
   r.typical.total_ms = 40.0 * static_cast<double>(r.gaps);
   r.typical.causes = {{ld::model::Cause::kCompute, 38.0 * static_cast<double>(r.gaps), 0.95, json::object()},

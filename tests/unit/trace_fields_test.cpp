@@ -114,7 +114,7 @@ TEST(TraceMeta, HeaderAndTrailerRoundTripThroughJson) {
   t.end_mono_ns = 456;
   t.stop_reason = "signal";
   t.attach_ms = 12.5;
-  t.probes = {{"sock", "attached", "why", 10, 2}};
+  t.probes = {{"sock", ld::model::ProbeState::kAttached, "why", 10, 2}};
   t.agent = {true, 1.5, 2.5, 3000, 4.25, 5, 6.5, 40.125};
 
   const auto meta = ld::trace::read_meta(ld::trace::to_json(h), ld::trace::to_json(t));
@@ -144,6 +144,23 @@ TEST(TraceMeta, HeaderAndTrailerRoundTripThroughJson) {
   EXPECT_TRUE(rt.agent.known);
   EXPECT_EQ(rt.agent.wakeups, 5u);
   EXPECT_DOUBLE_EQ(rt.agent.peak_rss_mib, 40.125);
+}
+
+TEST(TraceMeta, AProbeStatusOfAnotherVersionIsKeptAsWritten) {
+  json trailer = good_trailer();
+  trailer["probes"] = json::array({{{"name", "sock"}, {"status", "attached"}},
+                                   {{"name", "gpu"}, {"status", "paused"}},
+                                   {{"name", "old"}}});
+  const auto meta = ld::trace::read_meta(good_header(), trailer);
+  ASSERT_EQ(meta.trailer.probes.size(), 3u);
+  EXPECT_EQ(meta.trailer.probes[0].status, ld::model::ProbeState::kAttached);
+  EXPECT_EQ(meta.trailer.probes[1].status, ld::model::ProbeState::kOther);
+  EXPECT_EQ(meta.trailer.probes[1].status_name(), "paused");
+  EXPECT_EQ(meta.trailer.probes[2].status_name(), "?");  // no status: what the reports always showed
+  const json again = ld::trace::to_json(meta.trailer);
+  EXPECT_EQ(again["probes"][0]["status"], "attached");
+  EXPECT_EQ(again["probes"][1]["status"], "paused");
+  EXPECT_EQ(again["probes"][2]["status"], "?");
 }
 
 TEST(TraceMeta, AnEarlyTraceWithProbesInTheHeaderAndNoTrailerStillReads) {
