@@ -214,7 +214,7 @@ int run_serve(const ServeCmdOptions& o) {
     last.status = [&] { return result.trailer.probes; };
     service->cut_window(host::monotonic_now_ns(), last);
     service->finish(result.trailer);
-    service->log(fmt::format("stopping ({}); detaching the probes", result.stop_reason));
+    service->log(fmt::format("stopping ({}); detaching the probes", trace::stop_reason_name(result.stop_reason)));
     result.session.reset();  // detach before the exit code: nothing stays attached
     break;
   }

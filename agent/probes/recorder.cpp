@@ -285,15 +285,15 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     }
     session.poll(timeout_ms);
     uint64_t now = host::monotonic_now_ns();
-    if (g_stop) { result.stop_reason = "signal"; break; }
+    if (g_stop) { result.stop_reason = trace::StopReason::kSignal; break; }
     if (options.duration_ms && now - start >= options.duration_ms * util::kNsPerMs) {
-      result.stop_reason = "duration";
+      result.stop_reason = trace::StopReason::kDuration;
       break;
     }
     if (!options.keep_running) {
       bool all_exited = true;
       for (const auto& w : watches) all_exited = all_exited && w.exited();
-      if (all_exited) { result.stop_reason = "target-exit"; break; }
+      if (all_exited) { result.stop_reason = trace::StopReason::kTargetExit; break; }
     }
     if (options.on_wake) options.on_wake(session, now);
     if (attach_caps_kept && !options.children && !options.keep_running && !session.attaches_later()) {
@@ -325,7 +325,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   }
   if (!write_error.empty())
     result.warnings.push_back(fmt::format("the trace file is incomplete: {}", write_error));
-  if (result.stop_reason == "target-exit")
+  if (result.stop_reason == trace::StopReason::kTargetExit)
     result.warnings.push_back("the target exited; the report covers what was recorded until then");
   result.session = std::move(session_owner);
   return result;

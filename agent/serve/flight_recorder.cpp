@@ -298,7 +298,7 @@ DumpStats FlightRecorder::dump(const std::string& out_path, uint64_t since, uint
   }
   json closing = trailer.is_object() ? trailer : json::object();
   closing["end_mono_ns"] = until;
-  closing["stop_reason"] = "dump";
+  closing["stop_reason"] = std::string(trace::stop_reason_name(trace::StopReason::kDump));
   writer.finish(closing);
   return stats;
 }

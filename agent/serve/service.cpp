@@ -197,7 +197,7 @@ json Service::trailer_json(const std::vector<model::ProbeStatus>& probes, uint64
   trace::TraceTrailer trailer;
   trailer.present = true;
   trailer.end_mono_ns = end_ns;
-  trailer.stop_reason = "segment";
+  trailer.stop_reason = trace::StopReason::kSegment;
   trailer.probes = probes;
   return trace::to_json(trailer);
 }

@@ -119,7 +119,7 @@ WindowResult analyze_window(const WindowInput& input, const rules::RuleSet& rule
   meta.header.duration_requested_ms = 0;
   meta.trailer.present = true;
   meta.trailer.end_mono_ns = input.end_ns;
-  meta.trailer.stop_reason = "window";
+  meta.trailer.stop_reason = trace::StopReason::kWindow;
   meta.trailer.probes = input.probes;
   result.report = analyzer.finish(meta, "sse", {});
   rules::apply_rules(result.report, rules, rules::host_facts_of(result.report));

@@ -159,7 +159,7 @@ json to_json(const TraceHeader& h) {
 }
 
 json to_json(const TraceTrailer& t) {
-  json out = {{"stop_reason", t.stop_reason},
+  json out = {{"stop_reason", std::string(t.stop_reason_name())},
               {"attach_ms", t.attach_ms},
               {"probes", probes_to_json(t.probes)},
               {"agent", agent_cost_to_json(t.agent)}};
@@ -209,7 +209,12 @@ TraceMeta read_meta(const json& header, const json& trailer) {
   h.children = fields.boolean(target, "children", false, "header target.children");
   h.duration_requested_ms = fields.u64(header, "duration_requested_ms", 0, "header duration_requested_ms");
   h.probes_requested = fields.strings(header, "probes_requested", "header probes_requested");
-  t.stop_reason = fields.str(trailer, "stop_reason", "", "trailer stop_reason");
+  std::string stop_reason = fields.str(trailer, "stop_reason", "", "trailer stop_reason");
+  if (auto known = parse_stop_reason(stop_reason)) t.stop_reason = *known;
+  else {
+    t.stop_reason = StopReason::kOther;
+    t.other_stop_reason = std::move(stop_reason);
+  }
   t.attach_ms = fields.number(trailer, "attach_ms", 0, "trailer attach_ms");
   return meta;
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "model/report.hpp"
+#include "trace/trace_header.hpp"
 
 using namespace ld::model;
 
@@ -26,4 +27,12 @@ TEST(EnumNames, ProbeState) {
   p.status = ProbeState::kOther;
   p.other_status = "paused";
   EXPECT_EQ(p.status_name(), "paused");
+}
+
+TEST(EnumNames, StopReason) {
+  using ld::trace::StopReason;
+  for (const auto& [reason, name] : ld::trace::kStopReasonNames) EXPECT_EQ(ld::trace::parse_stop_reason(name), reason);
+  EXPECT_EQ(ld::trace::stop_reason_name(StopReason::kTargetExit), "target-exit");
+  EXPECT_EQ(ld::trace::stop_reason_name(StopReason::kOther), "");
+  EXPECT_FALSE(ld::trace::parse_stop_reason("target_exit").has_value());
 }
