@@ -215,6 +215,12 @@ class EvidenceStore {
   const std::vector<UserFrame>* pystack(uint32_t tgid, uint64_t id) const;
 
  private:
+  // add()'s decoder of record type Type (ld_event_type), one specialisation each in
+  // evidence.cpp, where a table indexed by the type holds them: checks the record's size,
+  // keeps its evidence, and says whether the record was usable.
+  template <int Type>
+  bool decode(const ld_hdr& rec, size_t size);
+
   uint16_t intern_frames(const SampleFrames& key);
   std::vector<SampleFrames> frame_keys_{SampleFrames{}};  // [0]: none
   std::map<SampleFrames, uint16_t> frame_ids_;
