@@ -32,11 +32,14 @@ enum class ProbeState : uint8_t {
   kOther,        // a name this version does not know (a trace of another one): ProbeStatus::other_status
 };
 // The names of the trace files, the JSON and the text; kOther has none of its own.
-inline constexpr util::EnumNames<ProbeState, 3> kProbeStateNames{
-    {{ProbeState::kAttached, "attached"}, {ProbeState::kUnavailable, "unavailable"}, {ProbeState::kDisabled, "disabled"}}};
+inline constexpr util::EnumNames<ProbeState, 3> kProbeStateNames{{{ProbeState::kAttached, "attached"},
+                                                                   {ProbeState::kUnavailable, "unavailable"},
+                                                                   {ProbeState::kDisabled, "disabled"}}};
 static_assert(util::names_every_value_in_order(kProbeStateNames));
 inline std::string_view probe_state_name(ProbeState state) { return util::name_of(kProbeStateNames, state); }
-inline std::optional<ProbeState> parse_probe_state(std::string_view name) { return util::value_of(kProbeStateNames, name); }
+inline std::optional<ProbeState> parse_probe_state(std::string_view name) {
+  return util::value_of(kProbeStateNames, name);
+}
 
 struct ProbeStatus {
   std::string name;
@@ -47,7 +50,9 @@ struct ProbeStatus {
   std::string other_status{};  // kOther: the name as read, written back as it was
 
   // The name the trace and the reports write.
-  std::string_view status_name() const { return status == ProbeState::kOther ? other_status : probe_state_name(status); }
+  std::string_view status_name() const {
+    return status == ProbeState::kOther ? other_status : probe_state_name(status);
+  }
 };
 
 // What the agent itself cost while it recorded: the trailer's "agent" object. Unknown (known =
@@ -160,10 +165,13 @@ struct FlameProfile {
 // Which wait of a stream an outlier window is: for its first token, or between two tokens.
 enum class WindowKind : uint8_t { kTtft, kTpot };
 // The names the JSON and text reports, the rules' facts and the metrics' labels use.
-inline constexpr util::EnumNames<WindowKind, 2> kWindowKindNames{{{WindowKind::kTtft, "ttft"}, {WindowKind::kTpot, "tpot"}}};
+inline constexpr util::EnumNames<WindowKind, 2> kWindowKindNames{
+    {{WindowKind::kTtft, "ttft"}, {WindowKind::kTpot, "tpot"}}};
 static_assert(util::names_every_value_in_order(kWindowKindNames));
 inline std::string_view window_kind_name(WindowKind kind) { return util::name_of(kWindowKindNames, kind); }
-inline std::optional<WindowKind> parse_window_kind(std::string_view name) { return util::value_of(kWindowKindNames, name); }
+inline std::optional<WindowKind> parse_window_kind(std::string_view name) {
+  return util::value_of(kWindowKindNames, name);
+}
 // Compared with a name: a check written against the report's strings reads as it did.
 inline bool operator==(WindowKind kind, std::string_view name) { return window_kind_name(kind) == name; }
 std::ostream& operator<<(std::ostream& out, WindowKind kind);  // its name, for test messages

@@ -61,7 +61,9 @@ inline constexpr util::EnumNames<StopReason, 7> kStopReasonNames{{{StopReason::k
                                                                    {StopReason::kDump, "dump"}}};
 static_assert(util::names_every_value_in_order(kStopReasonNames));
 inline std::string_view stop_reason_name(StopReason reason) { return util::name_of(kStopReasonNames, reason); }
-inline std::optional<StopReason> parse_stop_reason(std::string_view name) { return util::value_of(kStopReasonNames, name); }
+inline std::optional<StopReason> parse_stop_reason(std::string_view name) {
+  return util::value_of(kStopReasonNames, name);
+}
 
 struct TraceTrailer {
   bool present = false;                   // false: the agent was killed before it wrote one
