@@ -9,6 +9,7 @@
 #include "analysis/outlier_windows.hpp"
 #include "analysis/walk.hpp"
 #include "analysis/window_facts.hpp"
+#include "util/time.hpp"
 
 namespace ld::analysis {
 
@@ -16,7 +17,6 @@ using namespace model;
 
 namespace {
 
-double to_ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
 double round1(double v) { return std::round(v * 10) / 10; }
 
 // The typical token: every gap that is not an outlier, gathered as the gaps are found.
@@ -61,7 +61,7 @@ void charge_before_server(WindowAccount& acc, const Context& cx, const Window& w
   const bool new_conn = cx.matched[w.request] && cx.matched[w.request]->index_on_connection == 1;
   const Cause c = new_conn ? Cause::kTimeWait : Cause::kNetwork;
   acc.charge(c, pre);
-  acc.evidence_of(c).strings = {{"before_server_ms", round1(to_ms(pre))}, {"new_connection", new_conn}};
+  acc.evidence_of(c).strings = {{"before_server_ms", round1(util::ns_to_ms(pre))}, {"new_connection", new_conn}};
 }
 
 // What the walk found beside the causes, for the outlier's facts.
@@ -79,10 +79,10 @@ WalkFacts account_window(Outlier& o, const Context& cx, const Window& w) {
   cx.walker.account(acc, w.tid, w.walk_from, w.b);
   // What the window computes anyway stays compute: a typical gap's compute, or for a first
   // token its whole baseline (its own prefill).
-  const bool ttft = w.kind == "ttft";
+  const bool ttft = w.kind == WindowKind::kTtft;
   const double own_ms = ttft ? w.baseline_ms : cx.typical_compute_ms;
   if (std::isfinite(own_ms))
-    cx.interference.apply(acc, w.request, w.walk_from, w.b, static_cast<uint64_t>(std::max(0.0, own_ms) * 1e6), ttft);
+    cx.interference.apply(acc, w.request, w.walk_from, w.b, util::ms_to_ns(std::max(0.0, own_ms)), ttft);
   o.causes = causes_of(acc, w.b - w.a);
   o.activity = activity_of(acc.steps);
   // Extra code is compute beyond that same own work: a long prompt's prefill is not.
@@ -100,7 +100,7 @@ Outlier outlier_of(const Context& cx, const Window& w, bool attributed, int64_t 
   o.start_mono_ns = w.a;
   o.end_mono_ns = w.b;
   o.start_unix_ns = mono_to_unix_ns(w.a, realtime_minus_monotonic_ns);
-  o.duration_ms = to_ms(w.b - w.a);
+  o.duration_ms = util::ns_to_ms(w.b - w.a);
   o.baseline_ms = std::round(w.baseline_ms * 1000) / 1000;
   o.tid = w.tid;
   WalkFacts walked;
@@ -111,21 +111,21 @@ Outlier outlier_of(const Context& cx, const Window& w, bool attributed, int64_t 
   o.facts = outlier_facts(cx.store, r, w, w.request == 0, cx.target_start);
   note_gpu_queue(o, cx.store, r.tgid, w.a, w.b);
   note_gpu_state(o, cx.store, w.a, w.b);
-  if (walked.gil_engine_ns) o.facts["gil_engine_ms"] = round1(to_ms(walked.gil_engine_ns));
+  if (walked.gil_engine_ns) o.facts["gil_engine_ms"] = round1(util::ns_to_ms(walked.gil_engine_ns));
   if (walked.own_contention_ns) {  // runnable behind the server's own threads
-    o.facts["own_contention_ms"] = round1(to_ms(walked.own_contention_ns));
+    o.facts["own_contention_ms"] = round1(util::ns_to_ms(walked.own_contention_ns));
     o.facts["own_busy_threads"] = walked.own_busy_threads;
   }
-  if (attributed && w.kind == "ttft" && w.request == 0 && cx.cold_start_possible)
-    apply_cold_start(o, to_ms(w.a - cx.target_start));
+  if (attributed && w.kind == WindowKind::kTtft && w.request == 0 && cx.cold_start_possible)
+    apply_cold_start(o, util::ns_to_ms(w.a - cx.target_start));
   return o;
 }
 
 void fill_typical(Profile& typical, const WindowAccount& sum, uint64_t typical_ns) {
-  typical.total_ms = to_ms(typical_ns);
+  typical.total_ms = util::ns_to_ms(typical_ns);
   typical.causes = causes_of(sum, typical_ns);
-  typical.own_contention_ms = to_ms(sum.own_contention_ns);
-  typical.gil_engine_ms = to_ms(sum.gil_engine_ns);
+  typical.own_contention_ms = util::ns_to_ms(sum.own_contention_ns);
+  typical.gil_engine_ms = util::ns_to_ms(sum.gil_engine_ns);
   typical.own_busy_threads = sum.own_culprits.size();
   for (auto& c : typical.causes) c.evidence = nlohmann::json::object();
 }
@@ -150,7 +150,7 @@ bool cold_start_possible(const Timeline& timeline, const std::vector<Window>& wi
   const uint64_t first_start = timeline.requests.empty() ? 0 : timeline.requests.front().start_ns;
   const bool fresh = target_start && first_start > target_start && first_start - target_start < thresholds::kFreshTargetNs;
   return fresh && std::none_of(windows.begin(), windows.end(),
-                               [](const Window& w) { return w.kind == "ttft" && w.request != 0; });
+                               [](const Window& w) { return w.kind == WindowKind::kTtft && w.request != 0; });
 }
 
 nlohmann::json whole_window_facts(const Report& report, const Timeline& timeline, const EvidenceStore& store) {
@@ -183,7 +183,7 @@ void attribute(Report& report, const Timeline& timeline, const Timeline* server,
   const BatchInterference interference(timeline, server ? *server : timeline, handoffs);
   Context cx{timeline, matched, store, handoffs, walker, interference};
   cx.typical_compute_ms =
-      typical.windows ? to_ms(typical_sum.ns_of(Cause::kCompute)) / static_cast<double>(typical.windows) : 0;
+      typical.windows ? util::ns_to_ms(typical_sum.ns_of(Cause::kCompute)) / static_cast<double>(typical.windows) : 0;
   cx.target_start = target_start_mono_ns;
   cx.cold_start_possible = cold_start_possible(timeline, windows, target_start_mono_ns);
   for (const Window& w : windows)

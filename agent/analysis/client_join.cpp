@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "model/stats.hpp"
+#include "util/time.hpp"
 
 namespace ld::analysis {
 
@@ -15,12 +16,10 @@ using model::Request;
 
 namespace {
 
-constexpr uint64_t kToleranceNs = 2'000'000;
+constexpr uint64_t kToleranceNs = 2 * util::kNsPerMs;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-double ms(uint64_t later, uint64_t earlier) {
-  return (static_cast<double>(later) - static_cast<double>(earlier)) / 1e6;
-}
+using util::delta_ms;
 
 uint64_t abs_diff(uint64_t a, uint64_t b) { return a > b ? a - b : b - a; }
 
@@ -62,12 +61,12 @@ model::JoinedRequest join_one(const Request& c, const Request& s, model::ClientJ
   j.client_id = c.id;
   j.server_id = s.id;
   j.new_connection = s.index_on_connection == 1;
-  j.client_ttft_ms = ms(c.token_ns.front(), c.start_ns);
-  j.server_ttft_ms = ms(s.token_ns.front(), s.start_ns);
-  j.before_server_ms = ms(s.start_ns, c.start_ns);
-  j.after_server_ms = ms(c.token_ns.front(), s.token_ns.front());
-  j.client_e2e_ms = ms(c.token_ns.back(), c.start_ns);
-  j.server_e2e_ms = ms(s.token_ns.back(), s.start_ns);
+  j.client_ttft_ms = delta_ms(c.token_ns.front(), c.start_ns);
+  j.server_ttft_ms = delta_ms(s.token_ns.front(), s.start_ns);
+  j.before_server_ms = delta_ms(s.start_ns, c.start_ns);
+  j.after_server_ms = delta_ms(c.token_ns.front(), s.token_ns.front());
+  j.client_e2e_ms = delta_ms(c.token_ns.back(), c.start_ns);
+  j.server_e2e_ms = delta_ms(s.token_ns.back(), s.start_ns);
   const std::vector<uint64_t> sent = per_event_times(s);
   j.client_tokens = c.token_ns.size();
   j.server_tokens = sent.size();
@@ -81,11 +80,11 @@ model::JoinedRequest join_one(const Request& c, const Request& s, model::ClientJ
   std::vector<double> lags;
   lags.reserve(n);
   for (size_t k = 0; k < n; ++k) {
-    lags.push_back(ms(c.token_ns[k], sent[k]));
+    lags.push_back(delta_ms(c.token_ns[k], sent[k]));
     if (k == 0) continue;
     join.gaps++;
-    if (ms(c.token_ns[k], c.token_ns[k - 1]) < model::kBunchedArrivalMs &&
-        ms(sent[k], sent[k - 1]) >= model::kBunchedSentApartMs)
+    if (delta_ms(c.token_ns[k], c.token_ns[k - 1]) < model::kBunchedArrivalMs &&
+        delta_ms(sent[k], sent[k - 1]) >= model::kBunchedSentApartMs)
       j.bunched_tokens++;
   }
   join.bunched_tokens += j.bunched_tokens;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "util/time.hpp"
+
 namespace ld::analysis {
 
 using model::Definition;
@@ -18,10 +20,7 @@ std::vector<Chunk> chunks_of(const model::Request& r) {
 }
 
 model::DefinitionSet measure_definitions(const model::Timeline& timeline) {
-  constexpr double kNsPerMs = 1e6;
-  auto ms = [](uint64_t later, uint64_t earlier) {
-    return (static_cast<double>(later) - static_cast<double>(earlier)) / kNsPerMs;
-  };
+  using util::delta_ms;
   model::DefinitionSet set;
   set.known = true;
   std::vector<double> ttft, per_token, per_chunk, mean_tpot, incl_first, e2e;
@@ -35,14 +34,14 @@ model::DefinitionSet measure_definitions(const model::Timeline& timeline) {
     set.chunks += chunks.size();
     const Chunk& first = chunks.front();
     const Chunk& last = chunks.back();
-    ttft.push_back(ms(first.t_ns, r.start_ns));
-    e2e.push_back(ms(last.t_ns, r.start_ns));
-    incl_first.push_back(ms(last.t_ns, r.start_ns) / static_cast<double>(tokens));
-    if (tokens >= 2) mean_tpot.push_back(ms(last.t_ns, first.t_ns) / static_cast<double>(tokens - 1));
+    ttft.push_back(delta_ms(first.t_ns, r.start_ns));
+    e2e.push_back(delta_ms(last.t_ns, r.start_ns));
+    incl_first.push_back(delta_ms(last.t_ns, r.start_ns) / static_cast<double>(tokens));
+    if (tokens >= 2) mean_tpot.push_back(delta_ms(last.t_ns, first.t_ns) / static_cast<double>(tokens - 1));
     // Tokens that came with the first one waited nothing after it; TTFT covers the first.
     per_token.insert(per_token.end(), first.tokens - 1, 0.0);
     for (size_t k = 1; k < chunks.size(); ++k) {
-      const double gap = ms(chunks[k].t_ns, chunks[k - 1].t_ns);
+      const double gap = delta_ms(chunks[k].t_ns, chunks[k - 1].t_ns);
       per_chunk.push_back(gap);
       per_token.insert(per_token.end(), chunks[k].tokens, gap / chunks[k].tokens);
     }

@@ -15,6 +15,7 @@
 
 #include "model/cause.hpp"
 #include "util/big_vector.hpp"
+#include "util/time.hpp"
 
 struct ld_hdr;
 
@@ -196,7 +197,7 @@ class EvidenceStore {
   bool uses_cuda(uint32_t tid) const;
   const std::vector<uint32_t>* cuda_threads(uint32_t tgid) const;  // null when none
   const std::vector<std::pair<uint64_t, uint64_t>>* gpu_queued(uint32_t tgid) const;
-  static constexpr uint64_t kGpuQueueHorizonNs = 1'000'000'000;
+  static constexpr uint64_t kGpuQueueHorizonNs = util::kNsPerSec;
   const std::vector<std::string>* kstack(uint32_t source, int64_t id) const;
   // The syscall an on-CPU sample's kernel stack is inside ("getrandom", from its
   // __x64_sys_getrandom frame), or "" (user mode, or no syscall frame).
@@ -214,6 +215,12 @@ class EvidenceStore {
   const std::vector<UserFrame>* pystack(uint32_t tgid, uint64_t id) const;
 
  private:
+  // add()'s decoder of record type Type (ld_event_type), one specialisation each in
+  // evidence.cpp, where a table indexed by the type holds them: checks the record's size,
+  // keeps its evidence, and says whether the record was usable.
+  template <int Type>
+  bool decode(const ld_hdr& rec, size_t size);
+
   uint16_t intern_frames(const SampleFrames& key);
   std::vector<SampleFrames> frame_keys_{SampleFrames{}};  // [0]: none
   std::map<SampleFrames, uint16_t> frame_ids_;

@@ -6,6 +6,7 @@
 #include "analysis/attribution.hpp"
 #include "analysis/walk_thresholds.hpp"
 #include "model/stats.hpp"
+#include "util/time.hpp"
 
 namespace ld::analysis {
 
@@ -102,7 +103,7 @@ model::Periodicity find_period(std::vector<uint64_t> ends) {
     if (events.empty() || t - events.back() > thresholds::kPeriodEventNs) events.push_back(t);
   if (events.size() < 3) return p;
   std::vector<double> diffs;
-  for (size_t i = 1; i < events.size(); ++i) diffs.push_back(static_cast<double>(events[i] - events[i - 1]) / 1e9);
+  for (size_t i = 1; i < events.size(); ++i) diffs.push_back(util::ns_to_s(events[i] - events[i - 1]));
   // Candidates: each gap divided by 1..4, largest first.
   std::vector<double> candidates;
   for (double d : diffs)

@@ -232,7 +232,7 @@ void attach_frames(model::Report& report, const EvidenceStore& store, const Fram
   // The typical windows: every TPOT gap that is not an outlier.
   std::set<std::pair<std::string, uint64_t>> outlier_gaps;
   for (const model::Outlier& o : report.outliers)
-    if (o.kind == "tpot") outlier_gaps.insert({o.request, o.token_index});
+    if (o.kind == model::WindowKind::kTpot) outlier_gaps.insert({o.request, o.token_index});
   Tally typical;
   uint64_t typical_windows = 0;
   for (const model::RequestRow& row : report.request_rows) {

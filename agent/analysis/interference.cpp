@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/spans.hpp"
+#include "util/time.hpp"
 
 namespace ld::analysis {
 
@@ -16,7 +17,6 @@ using model::Request;
 
 namespace {
 
-constexpr double kNsPerMs = 1e6;
 // Producers of producers are followed this far up (the walk's own depth cap).
 constexpr int kProducerLevels = 4;
 // The interfering requests the evidence lists (the largest prompts).
@@ -139,14 +139,14 @@ void BatchInterference::apply(WindowAccount& acc, size_t request, uint64_t a, ui
     const Request& r = requests_.requests[h.request];
     nlohmann::json j = {{"request", r.id}, {"input_bytes", r.input_bytes}};
     if (r.input_tokens >= 0) j["input_tokens"] = r.input_tokens;
-    j["overlap_ms"] = round1(static_cast<double>(h.ns) / kNsPerMs);
+    j["overlap_ms"] = round1(util::ns_to_ms(h.ns));
     return j;
   };
   // The first one at the top level (rule facts take scalars), all in a list.
   nlohmann::json ev = describe(hits.front());
-  ev["overlap_ms"] = round1(static_cast<double>(util::covered_ns(spans, a, b)) / kNsPerMs);
+  ev["overlap_ms"] = round1(util::ns_to_ms(util::covered_ns(spans, a, b)));
   ev["requests"] = hits.size();
-  ev["own_ms"] = round1(static_cast<double>(own_ns) / kNsPerMs);
+  ev["own_ms"] = round1(util::ns_to_ms(own_ns));
   nlohmann::json list = nlohmann::json::array();
   for (size_t i = 0; i < hits.size() && i < kListed; ++i) list.push_back(describe(hits[i]));
   ev["interfering"] = std::move(list);

@@ -4,6 +4,7 @@
 
 #include "analysis/record_view.hpp"
 #include "events.h"
+#include "util/time.hpp"
 
 namespace ld::analysis {
 
@@ -27,11 +28,11 @@ std::string LiveWatch::on_record(const ld_hdr& rec, size_t size) {
   }
   std::string line;
   if (s.tokens == 0 && s.request_ns && rec.ts_ns > s.request_ns) {
-    const double ttft = static_cast<double>(rec.ts_ns - s.request_ns) / 1e6;
+    const double ttft = util::ns_to_ms(rec.ts_ns - s.request_ns);
     if (ttft > ttft_limit_ms_)
       line = fmt::format("live: slow first token {:.0f} ms (tid {}, port {})", ttft, rec.tid, io.lport);
   } else if (s.last_token_ns && rec.ts_ns > s.last_token_ns) {
-    const double gap = static_cast<double>(rec.ts_ns - s.last_token_ns) / 1e6;
+    const double gap = util::ns_to_ms(rec.ts_ns - s.last_token_ns);
     if (gap > gap_limit_ms_)
       line = fmt::format("live: slow gap {:.0f} ms before token {} (tid {}, port {})", gap, s.tokens, rec.tid,
                          io.lport);

@@ -8,6 +8,7 @@
 
 #include "analysis/walk_thresholds.hpp"
 #include "events.h"
+#include "util/time.hpp"
 
 namespace ld::analysis {
 
@@ -15,7 +16,6 @@ using model::Cause;
 
 namespace {
 
-double ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 // Only the target's own work can be initialisation: computing, allocating, reading files. A first
 // request that waited behind a neighbour, a quota, a lock or the GIL keeps that cause.
@@ -88,7 +88,7 @@ std::vector<model::ActivityStep> activity_of(const std::vector<WindowAccount::St
     kept = keep_longest(totals);
   }
   std::vector<model::ActivityStep> out;
-  for (const Piece& p : kept) out.push_back({p.what, std::round(ms(p.ns) * 10) / 10, p.times});
+  for (const Piece& p : kept) out.push_back({p.what, std::round(util::ns_to_ms(p.ns) * 10) / 10, p.times});
   return out;
 }
 
@@ -98,7 +98,7 @@ std::vector<model::CauseTime> causes_of(const WindowAccount& acc, uint64_t windo
     if (acc.ns[c] < thresholds::kDustNs) continue;
     model::CauseTime ct;
     ct.cause = static_cast<Cause>(c);
-    ct.ms = ms(acc.ns[c]);
+    ct.ms = util::ns_to_ms(acc.ns[c]);
     ct.share = window_ns ? static_cast<double>(acc.ns[c]) / static_cast<double>(window_ns) : 0;
     ct.evidence = acc.evidence[c].strings.is_null() ? nlohmann::json::object() : acc.evidence[c].strings;
     for (const auto& [key, value] : acc.evidence[c].sums) {

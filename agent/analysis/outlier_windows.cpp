@@ -6,6 +6,7 @@
 #include "analysis/attribution.hpp"
 #include "analysis/walk_thresholds.hpp"
 #include "model/stats.hpp"
+#include "util/time.hpp"
 
 namespace ld::analysis {
 
@@ -13,7 +14,6 @@ using namespace model;
 
 namespace {
 
-double to_ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 double input_of(const Request& r) {
   return r.input_tokens >= 0 ? static_cast<double>(r.input_tokens) : static_cast<double>(r.input_bytes);
@@ -38,7 +38,7 @@ GapLimit gap_limit(const Timeline& timeline, const OutlierConfig& config) {
   gaps.reserve(gap_count);
   for (const Request& r : timeline.requests)
     for (size_t k = 1; k < r.token_ns.size(); ++k)
-      gaps.push_back((static_cast<double>(r.token_ns[k]) - static_cast<double>(r.token_ns[k - 1])) / 1e6);
+      gaps.push_back(util::delta_ms(r.token_ns[k], r.token_ns[k - 1]));
   // In place: the gaps are not needed after their median and MAD.
   GapLimit g;
   g.median = percentile_in_place(gaps, 50.0);
@@ -90,13 +90,13 @@ std::vector<Window> find_outliers(const Timeline& timeline, const std::vector<co
     if (r.token_ns.empty()) continue;
     const Request* s = server[i];
     if (const double ms = r.ttft_ms(); std::isfinite(ms) && ms > ttft.limit[i]) {
-      Window w{"ttft", i, 0, r.start_ns, r.token_ns[0], r.start_ns, token_thread(r, s, 0), ttft.base[i]};
+      Window w{WindowKind::kTtft, i, 0, r.start_ns, r.token_ns[0], r.start_ns, token_thread(r, s, 0), ttft.base[i]};
       if (s && s->start_ns > r.start_ns && s->start_ns < r.token_ns[0]) w.walk_from = s->start_ns;
       out.push_back(w);
     }
     for (size_t k = 1; k < r.token_ns.size(); ++k) {
-      Window w{"tpot", i, k, r.token_ns[k - 1], r.token_ns[k], r.token_ns[k - 1], token_thread(r, s, k), gaps.median};
-      if (to_ms(w.b - w.a) > gaps.limit) out.push_back(w);
+      Window w{WindowKind::kTpot, i, k, r.token_ns[k - 1], r.token_ns[k], r.token_ns[k - 1], token_thread(r, s, k), gaps.median};
+      if (util::ns_to_ms(w.b - w.a) > gaps.limit) out.push_back(w);
       else on_typical(w);
     }
   }

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "util/time.hpp"
+
 namespace ld::analysis {
 
 using namespace model;
@@ -56,7 +58,7 @@ Report build_report(const model::Timeline& timeline, const Target& target,
   report.start_unix_ns = mono_to_unix_ns(window_start_mono_ns, realtime_minus_monotonic_ns);
   report.realtime_minus_monotonic_ns = realtime_minus_monotonic_ns;
   report.duration_ms = window_end_mono_ns > window_start_mono_ns
-                           ? (window_end_mono_ns - window_start_mono_ns) / 1'000'000
+                           ? (window_end_mono_ns - window_start_mono_ns) / util::kNsPerMs
                            : 0;
   report.thresholds = thresholds;
   report.non_streaming_requests = timeline.non_streaming_requests;

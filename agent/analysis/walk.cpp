@@ -4,6 +4,7 @@
 
 #include "events.h"
 #include "trace/cuda_api.hpp"
+#include "util/time.hpp"
 
 namespace ld::analysis {
 
@@ -55,7 +56,7 @@ void Walker::cuda_wait(const ThreadEvidence& t, const CudaCall& call, uint64_t a
   }
   // A wait split by the walk counts once.
   acc.note(cause, b - a, std::move(strings),
-           {{"sync_ms", static_cast<double>(b - a) / 1e6}, {"syncs", b >= call.end_ns ? 1.0 : 0.0}});
+           {{"sync_ms", util::ns_to_ms(b - a)}, {"syncs", b >= call.end_ns ? 1.0 : 0.0}});
 }
 
 void Walker::states(const ThreadEvidence* t, uint64_t a, uint64_t b, const Frame& f) {
@@ -107,7 +108,7 @@ void Walker::runnable(const ThreadEvidence& t, const OffCpu& off, uint64_t a, ui
     throttled = len;
   if (throttled) {
     acc.charge(Cause::kCgroupThrottle, throttled);
-    acc.note(Cause::kCgroupThrottle, throttled, {}, {{"throttled_ms", static_cast<double>(throttled) / 1e6}});
+    acc.note(Cause::kCgroupThrottle, throttled, {}, {{"throttled_ms", util::ns_to_ms(throttled)}});
   }
   const uint64_t waited = len - throttled;
   if (!waited) return;
@@ -128,7 +129,7 @@ void Walker::runnable(const ThreadEvidence& t, const OffCpu& off, uint64_t a, ui
     culprit["culprit_pid"] = culprit_tgid;
     culprit["culprit_tid"] = culprit_tid;
   }
-  acc.note(Cause::kCpuContention, waited, std::move(culprit), {{"runnable_ms", static_cast<double>(waited) / 1e6}});
+  acc.note(Cause::kCpuContention, waited, std::move(culprit), {{"runnable_ms", util::ns_to_ms(waited)}});
 }
 
 }  // namespace ld::analysis

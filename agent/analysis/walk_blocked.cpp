@@ -10,12 +10,12 @@
 
 #include "analysis/syscalls.hpp"
 #include "analysis/walk.hpp"
+#include "util/time.hpp"
 
 namespace ld::analysis {
 
 namespace {
 
-double to_ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 // The strings a block's cause keeps from its evidence.
 void describe_timed(const PrecedenceRow& row, const Syscall* call, nlohmann::json& strings) {
@@ -99,7 +99,7 @@ void Walker::blocked(const ThreadEvidence& t, const OffCpu& off, uint64_t a, uin
     acc.charge(block.cause, len);
     const bool calls = block.cause == Cause::kKvAlloc;
     const char* sum_key = block.cause == Cause::kDiskIo ? "sync_ms" : calls ? "calls" : "reclaim_ms";
-    acc.note(block.cause, len, std::move(block.strings), {{sum_key, calls ? 1.0 : to_ms(len)}});
+    acc.note(block.cause, len, std::move(block.strings), {{sum_key, calls ? 1.0 : util::ns_to_ms(len)}});
     return;
   }
   if (wait_handed_over(t, off, a, b, until, block, woken_by_server, f)) return;
@@ -146,7 +146,7 @@ void Walker::charge_gil_wait(const ThreadEvidence& t, const OffCpu& off, uint64_
   // interval): then it is the timer, often in the idle task, which holds nothing.
   nlohmann::json gil = {{"method", store_.gil_method(t.tgid)}};
   if (woken_by_server) gil["holder_comm"] = store_.comm_name(off.waker_comm);
-  acc.note(Cause::kGil, len, std::move(gil), {{"wait_ms", to_ms(len)}, {"waits", std::max(1.0, block.gil_waits)}});
+  acc.note(Cause::kGil, len, std::move(gil), {{"wait_ms", util::ns_to_ms(len)}, {"waits", std::max(1.0, block.gil_waits)}});
 }
 
 // A hand-off: the wait ended when (or while) the thread's producer handed over the token: its
@@ -190,7 +190,7 @@ void Walker::charge_left_wait(const ThreadEvidence& t, const OffCpu& off, uint64
   if (cause == Cause::kUnknown && off.waker_tid != 0)
     strings["woken_by"] = fmt::format("{} ({})", store_.comm_name(off.waker_comm), off.waker_tgid);
   if (cause == Cause::kNetwork)
-    acc.note(cause, len, std::move(strings), {{"send_ms", to_ms(len)}});
+    acc.note(cause, len, std::move(strings), {{"send_ms", util::ns_to_ms(len)}});
   else if (cause == Cause::kLockContention)
     acc.note(cause, len, std::move(strings), {{"waits", 1}});
   else

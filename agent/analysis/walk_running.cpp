@@ -5,12 +5,12 @@
 #include <cmath>
 
 #include "analysis/walk.hpp"
+#include "util/time.hpp"
 
 namespace ld::analysis {
 
 namespace {
 
-double to_ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 // Takes up to `ns` of what is left of the span for `cause`.
 uint64_t take(WindowAccount& acc, Cause cause, uint64_t ns, uint64_t& left) {
@@ -55,7 +55,7 @@ uint64_t Walker::short_runnable(const ThreadEvidence& t, uint64_t a, uint64_t b,
   ns = std::min(ns, static_cast<uint64_t>(static_cast<double>(left) * thresholds::kShortRunnableMaxShare));
   if (!ns) return 0;
   acc.charge(Cause::kCpuContention, ns);
-  acc.note(Cause::kCpuContention, 0, {}, {{"runnable_ms", to_ms(ns)}});
+  acc.note(Cause::kCpuContention, 0, {}, {{"runnable_ms", util::ns_to_ms(ns)}});
   return ns;
 }
 
@@ -111,7 +111,7 @@ uint64_t Walker::timed_on_cpu(const ThreadEvidence& t, uint64_t a, uint64_t b, u
     switch (row.evidence) {
       case Timed::kReclaim:
         if (const uint64_t ns = take(acc, row.cause, only.total(), left))
-          acc.note(row.cause, ns, {{"kind", "direct reclaim"}}, {{"reclaim_ms", to_ms(ns)}});
+          acc.note(row.cause, ns, {{"kind", "direct reclaim"}}, {{"reclaim_ms", util::ns_to_ms(ns)}});
         break;
       case Timed::kMemoryCall:
         if (const uint64_t ns = take(acc, row.cause, only.total(), left); ns && cover.biggest_memory) {
@@ -124,7 +124,7 @@ uint64_t Walker::timed_on_cpu(const ThreadEvidence& t, uint64_t a, uint64_t b, u
         if (const uint64_t ns = take(acc, row.cause, only.total(), left); ns && cover.biggest_sync)
           acc.note(row.cause, ns,
                    {{"syscall", syscall_kind_name(cover.biggest_sync->kind)}, {"path", cover.biggest_sync->path}},
-                   {{"sync_ms", to_ms(ns)}});
+                   {{"sync_ms", util::ns_to_ms(ns)}});
         break;
       case Timed::kGilWait: {
         // Short GIL waits (under the scheduler's threshold: no waker is known) while an engine
@@ -136,7 +136,7 @@ uint64_t Walker::timed_on_cpu(const ThreadEvidence& t, uint64_t a, uint64_t b, u
           acc.gil_engine_ns += walked;
           left -= walked;
         } else if (const uint64_t ns = take(acc, row.cause, only.total(), left)) {
-          acc.note(row.cause, ns, {{"method", store_.gil_method(t.tgid)}}, {{"wait_ms", to_ms(ns)}});
+          acc.note(row.cause, ns, {{"method", store_.gil_method(t.tgid)}}, {{"wait_ms", util::ns_to_ms(ns)}});
         }
         break;
       }
@@ -149,7 +149,7 @@ uint64_t Walker::timed_on_cpu(const ThreadEvidence& t, uint64_t a, uint64_t b, u
           left -= walk_waits_on(producer, only.spans(), left, f);
           acc.note(Cause::kCompute, 0, {}, {{"handoffs", 1}});
         } else if (const uint64_t ns = take(acc, row.cause, only.total(), left)) {
-          acc.note(row.cause, ns, {{"syscall", "futex"}}, {{"wait_ms", to_ms(ns)}});
+          acc.note(row.cause, ns, {{"syscall", "futex"}}, {{"wait_ms", util::ns_to_ms(ns)}});
         }
         break;
       }
@@ -204,7 +204,7 @@ uint64_t Walker::samples_on_cpu(const ThreadEvidence& t, uint64_t a, uint64_t b,
                   });
   if (faults >= 1) acc.note(Cause::kKvAlloc, 0, {}, {{"faults", std::round(faults)}});
   const uint64_t uncovered = left;
-  const bool dense_faults = faults >= 1 && faults >= thresholds::kDenseFaultsPerMs * to_ms(uncovered);
+  const bool dense_faults = faults >= 1 && faults >= thresholds::kDenseFaultsPerMs * util::ns_to_ms(uncovered);
   std::array<uint32_t, kCauseCount> by_cause{};
   uint32_t samples = 0;
   auto first = t.samples.begin() + static_cast<std::ptrdiff_t>(util::partition_from(
@@ -221,7 +221,7 @@ uint64_t Walker::samples_on_cpu(const ThreadEvidence& t, uint64_t a, uint64_t b,
     if (cause == Cause::kCompute || by_cause[c] == 0) continue;
     const uint64_t ns = take(acc, cause, static_cast<uint64_t>(static_cast<double>(uncovered) * by_cause[c] / samples), left);
     if (cause == Cause::kKvAlloc)
-      acc.note(cause, ns, {{"syscall", "page faults"}}, {{"fault_ms", to_ms(ns)}});
+      acc.note(cause, ns, {{"syscall", "page faults"}}, {{"fault_ms", util::ns_to_ms(ns)}});
     else
       acc.note(cause, ns, {{"kernel", "on-CPU kernel samples"}}, {{"samples", by_cause[c]}});
   }

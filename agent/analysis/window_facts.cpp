@@ -8,6 +8,7 @@
 #include "analysis/walk_thresholds.hpp"
 #include "events.h"
 #include "util/spans.hpp"
+#include "util/time.hpp"
 
 namespace ld::analysis {
 
@@ -15,7 +16,6 @@ using namespace model;
 
 namespace {
 
-double ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 // The GPUs' state over a stretch of the trace (the nvml probe's samples).
 struct GpuState {
@@ -82,13 +82,13 @@ void note_gpu_queue(model::Outlier& o, const EvidenceStore& store, uint32_t tgid
   if (!queued || b <= a) return;
   const uint64_t busy = util::covered_ns(*queued, a, b);
   auto round1 = [](double v) { return std::round(v * 10) / 10; };
-  o.facts["gpu_queued_ms"] = round1(ms(busy));
-  o.facts["gpu_idle_ms"] = round1(ms(b - a - busy));
+  o.facts["gpu_queued_ms"] = round1(util::ns_to_ms(busy));
+  o.facts["gpu_idle_ms"] = round1(util::ns_to_ms(b - a - busy));
   if (o.causes.empty()) return;
   model::CauseTime& top = o.causes.front();
   if (top.cause == Cause::kGpuBusy || top.cause == Cause::kUnknown) return;
   if (!top.evidence.is_object()) top.evidence = nlohmann::json::object();
-  top.evidence["gpu_idle_ms"] = round1(ms(b - a - busy));
+  top.evidence["gpu_idle_ms"] = round1(util::ns_to_ms(b - a - busy));
 }
 
 void note_gpu_state(model::Outlier& o, const EvidenceStore& store, uint64_t a, uint64_t b) {
@@ -137,7 +137,7 @@ void tcp_facts(nlohmann::json& f, const EvidenceStore& store, uint64_t start, ui
 void cpu_facts(nlohmann::json& f, const EvidenceStore& store, uint64_t duration_ms) {
   const auto& cg = store.cgroup_samples();
   if (cg.size() >= 2 && cg.back().throttled_ns != ~0ULL && cg.front().throttled_ns != ~0ULL) {
-    f["cgroup_throttled_ms"] = ms(cg.back().throttled_ns - std::min(cg.back().throttled_ns, cg.front().throttled_ns));
+    f["cgroup_throttled_ms"] = util::ns_to_ms(cg.back().throttled_ns - std::min(cg.back().throttled_ns, cg.front().throttled_ns));
     f["cgroup_nr_throttled"] = cg.back().nr_throttled - std::min(cg.back().nr_throttled, cg.front().nr_throttled);
   }
   if (!cg.empty() && cg.back().quota_us != ~0ULL && cg.back().period_us && cg.back().period_us != ~0ULL)
@@ -201,7 +201,7 @@ nlohmann::json outlier_facts(const EvidenceStore& store, const Request& r, const
   f["input_bytes"] = r.input_bytes;
   if (r.input_tokens >= 0) f["input_tokens"] = r.input_tokens;
   f["first_request"] = first_request;
-  if (target_start && w.a > target_start) f["since_target_start_ms"] = std::round(ms(w.a - target_start));
+  if (target_start && w.a > target_start) f["since_target_start_ms"] = std::round(util::ns_to_ms(w.a - target_start));
   // Searched, not scanned: a long trace has thousands of outliers and of samples and events.
   const auto& net = store.net_samples();  // sorted by time (EvidenceStore::finish)
   auto after_b = std::partition_point(net.begin(), net.end(), [&](const NetSample& n) { return n.ts_ns <= w.b; });

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "report/text_table.hpp"
+#include "util/time.hpp"
 
 namespace ld::audit {
 namespace {
@@ -108,7 +109,7 @@ std::string cpu_line(const AuditResult& r) {
     std::string states = value_text(*idle);
     out += states.empty() ? ", no cpuidle states" : ", idle states " + printable(states);
     if (auto ms = number(r, "cpu.idle_max_latency_ms"))
-      out += fmt::format(" (deepest {} exits in {:.0f} us)", text_of(r, "cpu.idle_deepest"), *ms * 1000);
+      out += fmt::format(" (deepest {} exits in {:.0f} us)", text_of(r, "cpu.idle_deepest"), util::ms_to_us(*ms));
   }
   return out;
 }

@@ -8,6 +8,7 @@
 
 #include "audit/cpu_list.hpp"
 #include "audit/fact_sink.hpp"
+#include "util/time.hpp"
 
 namespace ld::audit {
 namespace {
@@ -142,7 +143,7 @@ void read_idle_states(FactSink& sink) {
   sink.set("cpu.idle_states", names, dir);
   if (max_latency_us >= 0) {
     sink.set("cpu.idle_deepest", deepest, dir);
-    sink.set("cpu.idle_max_latency_ms", max_latency_us / 1000.0, dir);
+    sink.set("cpu.idle_max_latency_ms", util::us_to_ms(max_latency_us), dir);
   }
 }
 

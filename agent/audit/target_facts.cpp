@@ -10,6 +10,7 @@
 #include "audit/cpu_list.hpp"
 #include "audit/fact_sink.hpp"
 #include "host/cgroup.hpp"
+#include "util/time.hpp"
 
 namespace ld::audit {
 namespace {
@@ -55,7 +56,7 @@ void read_cpu_quota(FactSink& sink, const std::string& dir, bool v2) {
     if (d == dir) {  // throttling of the service's own cgroup: evidence that the quota bites
       if (cpu.nr_periods != kCgroupUnknown) sink.set("cgroup.nr_periods", cpu.nr_periods, host_path(tree, d) + "/cpu.stat");
       if (cpu.nr_throttled != kCgroupUnknown) sink.set("cgroup.nr_throttled", cpu.nr_throttled, host_path(tree, d) + "/cpu.stat");
-      if (cpu.throttled_ns != kCgroupUnknown) sink.set("cgroup.throttled_ms", double(cpu.throttled_ns) / 1e6, host_path(tree, d) + "/cpu.stat");
+      if (cpu.throttled_ns != kCgroupUnknown) sink.set("cgroup.throttled_ms", util::ns_to_ms(cpu.throttled_ns), host_path(tree, d) + "/cpu.stat");
     }
     if (cpu.quota_us == kCgroupUnknown || cpu.period_us == kCgroupUnknown || cpu.period_us == 0) continue;
     double cpus = double(cpu.quota_us) / double(cpu.period_us);

@@ -2,6 +2,7 @@
 
 #include "model/stats.hpp"
 #include "bench/curl_api.hpp"
+#include "util/time.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -32,7 +33,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 uint64_t monotonic_now_ns() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  return util::timespec_ns(ts);
 }
 
 // ------------------------------------------------------------------------------------ SSE
@@ -152,9 +153,9 @@ void summarize(BenchResult& r) {
       continue;  // a broken stream's timings would skew the latency figures
     }
     if (q.first_token_mono_ns != 0)
-      ttft_ms.push_back(static_cast<double>(q.first_token_mono_ns - q.start_mono_ns) / 1e6);
+      ttft_ms.push_back(util::ns_to_ms(q.first_token_mono_ns - q.start_mono_ns));
     for (size_t i = 1; i < q.token_mono_ns.size(); ++i)
-      gaps_ms.push_back(static_cast<double>(q.token_mono_ns[i] - q.token_mono_ns[i - 1]) / 1e6);
+      gaps_ms.push_back(util::ns_to_ms(q.token_mono_ns[i] - q.token_mono_ns[i - 1]));
   }
   r.ttft_p50_ms = model::percentile(ttft_ms, 50);
   r.ttft_p90_ms = model::percentile(ttft_ms, 90);
@@ -167,7 +168,7 @@ void summarize(BenchResult& r) {
     if (q.start_mono_ns) first_start = std::min(first_start, q.start_mono_ns);
     last_end = std::max(last_end, q.end_mono_ns);
   }
-  r.wall_s = last_end > first_start ? static_cast<double>(last_end - first_start) / 1e9 : 0;
+  r.wall_s = last_end > first_start ? util::ns_to_s(last_end - first_start) : 0;
   r.tokens_per_s = r.wall_s > 0 ? static_cast<double>(r.tokens) / r.wall_s : 0;
 }
 
@@ -384,7 +385,7 @@ struct RequestPlan {
 // connection is kept alive between requests, like a real client).
 void setup_handle(CURL* c, const RequestPlan& plan, const std::string& body, char* errbuf) {
   const CurlApi& curl = curl_lib();
-  const auto timeout_ms = static_cast<long>(std::ceil(plan.opts->timeout_s * 1000));
+  const auto timeout_ms = static_cast<long>(std::ceil(util::s_to_ms(plan.opts->timeout_s)));
   curl.easy_setopt(c, CURLOPT_URL, plan.opts->url.c_str());
   curl.easy_setopt(c, CURLOPT_POST, 1L);
   curl.easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
@@ -458,7 +459,7 @@ void run_one(CURL* c, const RequestPlan& plan, int index, BenchRequestResult& r)
 std::string progress_line(const BenchRequestResult& r, int done, int total) {
   if (!r.error.empty()) return fmt::format("[{}/{}] {} failed: {}", done, total, r.id, r.error);
   double ttft = r.first_token_mono_ns
-                    ? static_cast<double>(r.first_token_mono_ns - r.start_mono_ns) / 1e6
+                    ? util::ns_to_ms(r.first_token_mono_ns - r.start_mono_ns)
                     : kNaN;
   return fmt::format("[{}/{}] {} HTTP {}, {} tokens, TTFT {:.1f} ms", done, total, r.id,
                      r.http_status, r.token_mono_ns.size(), ttft);

@@ -36,7 +36,7 @@ int run_attach(const AttachOptions& o) {
   if (!token_source)
     throw std::invalid_argument(fmt::format("--tokens {}: expected sse or jsonl:FILE", o.tokens));
   client_source = parse_client_source(o.client);
-  render(model::Report{}, o.format);  // rejects an unknown format before we trace
+  report_format(o.format);  // rejects an unknown format before we trace
   options.trace_path = o.record_path;
   options.token_source = *token_source;
   auto out = Output::open(o.output);
@@ -92,8 +92,7 @@ void register_attach(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   sub->add_option("--client", opts->client, kClientHelp);
   sub->add_option("--record", opts->record_path, "Also write the trace to FILE.ldtrace (mode 0600)");
-  sub->add_option("-f,--format", opts->format, "Report format: " + report_formats_text() +
-                      " (Chrome trace-event JSON for ui.perfetto.dev)")->capture_default_str();
+  sub->add_option("-f,--format", opts->format, report_format_help())->capture_default_str();
   sub->add_option("-o,--output", opts->output, "Write the report to FILE (mode 0600) instead of stdout");
   add_rules_option(sub, opts->rules);
   sub->add_flag("--live", opts->live,

@@ -37,21 +37,54 @@ Output::~Output() {
   if (fd_ != STDOUT_FILENO && fd_ >= 0) ::close(fd_);
 }
 
+const std::vector<ReportFormat>& report_formats() {
+  static const std::vector<ReportFormat> formats{
+      {"text", report::render_text, ""},
+      {"json", report::render_json, ""},
+      {"markdown", report::render_markdown, ""},
+      {"html", report::render_html, ""},
+      {"perfetto", report::render_perfetto, "Chrome trace-event JSON for ui.perfetto.dev", true},
+  };
+  return formats;
+}
+
+namespace {
+
+const ReportFormat* find_format(const std::string& name) {
+  const auto& formats = report_formats();
+  auto it = std::find_if(formats.begin(), formats.end(), [&](const ReportFormat& f) { return name == f.name; });
+  return it == formats.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+const ReportFormat& report_format(const std::string& name) {
+  if (const ReportFormat* format = find_format(name)) return *format;
+  throw std::invalid_argument(fmt::format("--format {}: expected {}", name, report_formats_text()));
+}
+
 std::string render(const model::Report& report, const std::string& format) {
-  if (format == "json") return report::render_json(report);
-  if (format == "text") return report::render_text(report);
-  if (format == "markdown") return report::render_markdown(report);
-  if (format == "html") return report::render_html(report);
-  if (format == "perfetto") return report::render_perfetto(report);
-  throw std::invalid_argument(fmt::format("--format {}: expected {}", format, report_formats_text()));
+  return report_format(format).render(report);
 }
 
 std::string report_formats_text() {
   const auto& formats = report_formats();
   std::string text;
   for (size_t i = 0; i < formats.size(); ++i)
-    text += (i == 0 ? "" : i + 1 == formats.size() ? " or " : ", ") + formats[i];
+    text += std::string(i == 0 ? "" : i + 1 == formats.size() ? " or " : ", ") + formats[i].name;
   return text;
+}
+
+std::string report_format_help() {
+  std::string help = "Report format: " + report_formats_text();
+  for (const ReportFormat& format : report_formats())
+    if (*format.help) help += fmt::format(" ({})", format.help);
+  return help;
+}
+
+bool format_needs_thread_tracks(const std::string& format) {
+  const ReportFormat* found = find_format(format);
+  return found && found->thread_tracks;
 }
 
 std::string parse_client_source(const std::string& text) {

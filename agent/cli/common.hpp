@@ -43,16 +43,27 @@ class Output {
   std::string path_;
 };
 
-// Renders in one of the formats this build supports; throws invalid_argument otherwise.
+// A report format: --format NAME.
+struct ReportFormat {
+  const char* name;
+  std::string (*render)(const model::Report& report);
+  // What --format's help says of it after the list, in parentheses; "" when the name says enough.
+  const char* help;
+  // The analysis must keep the per-thread states (costs memory): the Perfetto export draws them.
+  bool thread_tracks = false;
+};
+// Every format this build supports, in the order the help and the errors list them.
+const std::vector<ReportFormat>& report_formats();
+// The format of that name; throws invalid_argument ("--format X: expected ...") for another.
+const ReportFormat& report_format(const std::string& name);
+// Renders in that format; throws invalid_argument for a name that is none.
 std::string render(const model::Report& report, const std::string& format);
-inline const std::vector<std::string>& report_formats() {
-  static const std::vector<std::string> formats{"text", "json", "markdown", "html", "perfetto"};
-  return formats;
-}
 // "text, json, markdown, html or perfetto", for --format help and errors.
 std::string report_formats_text();
-// The Perfetto export draws per-thread states: the analysis must keep them (costs memory).
-inline bool format_needs_thread_tracks(const std::string& format) { return format == "perfetto"; }
+// --format's help: "Report format: " and the list, with the formats' notes.
+std::string report_format_help();
+// False for a name that is no format.
+bool format_needs_thread_tracks(const std::string& format);
 
 // --client jsonl:FILE (or just FILE): a client's token log to join to the server's requests.
 // Returns "jsonl:FILE", "" for an empty value; throws invalid_argument for "sse" or "jsonl:".

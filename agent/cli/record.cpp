@@ -25,7 +25,7 @@ int run_record(const RecordCmdOptions& o) {
   uint64_t lost = 0;
   for (const auto& p : recorded.trailer.probes) lost += p.lost;
   fmt::print(stderr, "wrote {}: {} events, {} lost, stopped by {}\n  next: latency-doctor report {}\n",
-             o.output, records, lost, recorded.stop_reason, o.output);
+             o.output, records, lost, trace::stop_reason_name(recorded.stop_reason), o.output);
   return kExitOk;
 }
 

@@ -30,7 +30,7 @@ int run_report(const ReportOptions& o) {
     token_source = *parsed;
   }
   client_source = parse_client_source(o.client);
-  render(model::Report{}, o.format);
+  report_format(o.format);  // rejects an unknown format before the trace is read
   auto out = Output::open(o.output);
   const rules::RuleSet rule_set = rules::load_rules(o.rules);
   analysis::EventAnalyzer analyzer;
@@ -65,8 +65,7 @@ void register_report(CLI::App& app, int& exit_code) {
   sub->add_option("--tokens", opts->tokens,
                   "Token times from jsonl:FILE instead of the recorded socket sends");
   sub->add_option("--client", opts->client, kClientHelp);
-  sub->add_option("-f,--format", opts->format, "Report format: " + report_formats_text() +
-                      " (Chrome trace-event JSON for ui.perfetto.dev)")->capture_default_str();
+  sub->add_option("-f,--format", opts->format, report_format_help())->capture_default_str();
   sub->add_option("-o,--output", opts->output, "Write the report to FILE (mode 0600)");
   add_rules_option(sub, opts->rules);
   sub->callback([opts, &exit_code] { exit_code = run_command("report", [&] { return run_report(*opts); }); });

@@ -18,6 +18,7 @@
 #include "probes/probe_session.hpp"
 #include "probes/recorder.hpp"
 #include "serve/service.hpp"
+#include "util/time.hpp"
 
 namespace ld::cli {
 namespace {
@@ -100,7 +101,7 @@ serve::ServeOptions to_serve_options(const ServeCmdOptions& o) {
   s.window_ms = duration_flag("--window", o.window);
   s.lookback_ms = duration_flag("--lookback", o.lookback);
   s.window_memory = size_flag("--window-memory", o.window_memory);
-  if (!o.capture_ttft_p99.empty()) s.capture_ttft_p99_s = static_cast<double>(duration_flag("--capture-ttft-p99", o.capture_ttft_p99)) / 1e3;
+  if (!o.capture_ttft_p99.empty()) s.capture_ttft_p99_s = util::ms_to_s(duration_flag("--capture-ttft-p99", o.capture_ttft_p99));
   s.capture_on_crit = !o.no_capture_on_crit;
   s.capture_before_ms = duration_flag("--capture-before", o.capture_before);
   s.capture_after_ms = duration_flag("--capture-after", o.capture_after);
@@ -213,7 +214,7 @@ int run_serve(const ServeCmdOptions& o) {
     last.status = [&] { return result.trailer.probes; };
     service->cut_window(host::monotonic_now_ns(), last);
     service->finish(result.trailer);
-    service->log(fmt::format("stopping ({}); detaching the probes", result.stop_reason));
+    service->log(fmt::format("stopping ({}); detaching the probes", trace::stop_reason_name(result.stop_reason)));
     result.session.reset();  // detach before the exit code: nothing stays attached
     break;
   }

@@ -170,7 +170,7 @@ void ServeMetrics::add_window(const WindowObservations& w) {
 void ServeMetrics::set_probes(const std::vector<model::ProbeStatus>& probes) {
   std::lock_guard lock(impl_->mu);
   for (const auto& p : probes) {
-    if (p.status != "attached") continue;
+    if (p.status != model::ProbeState::kAttached) continue;
     auto& seen = impl_->probe_seen[p.name];
     auto& events = impl_->events.Add({{"probe", p.name}});
     auto& lost = impl_->lost.Add({{"probe", p.name}});

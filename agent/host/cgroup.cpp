@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "util/files.hpp"
+#include "util/time.hpp"
 
 namespace ld::host {
 namespace {
@@ -227,7 +228,7 @@ CgroupCpu parse_cpu_stat(std::string_view text, CgroupCpu into) {
   if (auto v = parse_keyed_value(text, "nr_periods")) into.nr_periods = *v;
   if (auto v = parse_keyed_value(text, "nr_throttled")) into.nr_throttled = *v;
   if (auto v = parse_keyed_value(text, "throttled_time")) into.throttled_ns = *v;         // v1: ns
-  else if (auto u = parse_keyed_value(text, "throttled_usec")) into.throttled_ns = *u * 1000;  // v2
+  else if (auto u = parse_keyed_value(text, "throttled_usec")) into.throttled_ns = *u * util::kNsPerUs;  // v2
   return into;
 }
 

@@ -10,6 +10,8 @@
 #include <map>
 #include <sstream>
 
+#include "util/time.hpp"
+
 namespace ld::host {
 namespace {
 
@@ -23,7 +25,7 @@ std::string read_first_line(const std::string& path) {
 uint64_t clock_ns(clockid_t clock) {
   timespec ts{};
   clock_gettime(clock, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+  return util::timespec_ns(ts);
 }
 
 // State and parent pid from /proc/PID/stat; the comm field may hold spaces and ')'.
@@ -63,7 +65,7 @@ uint64_t process_start_mono_ns(int pid) {
     if (i == 22) start_ticks = std::strtoull(field.c_str(), nullptr, 10);
   const long hz = sysconf(_SC_CLK_TCK);
   if (!start_ticks || hz <= 0) return 0;
-  const uint64_t boot_ns = start_ticks * (1000000000ULL / static_cast<uint64_t>(hz));
+  const uint64_t boot_ns = start_ticks * (util::kNsPerSec / static_cast<uint64_t>(hz));
   // Read monotonic first: without a suspend the two clocks are equal, and the later read of
   // boottime keeps the difference from going negative.
   const uint64_t mono = clock_ns(CLOCK_MONOTONIC);

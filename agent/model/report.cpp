@@ -1,6 +1,7 @@
 #include "model/report.hpp"
 
 #include <limits>
+#include <ostream>
 
 namespace ld::model {
 
@@ -12,5 +13,7 @@ uint64_t mono_to_unix_ns(uint64_t mono_ns, int64_t realtime_minus_monotonic_ns) 
   }
   return static_cast<uint64_t>(unix_ns);
 }
+
+std::ostream& operator<<(std::ostream& out, WindowKind kind) { return out << window_kind_name(kind); }
 
 }  // namespace ld::model

@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -15,17 +18,41 @@
 #include "model/definitions.hpp"
 #include "model/stats.hpp"
 #include "model/thread_tracks.hpp"
+#include "util/enum_names.hpp"
 
 namespace ld::model {
 
 inline constexpr const char* kReportSchema = "latency-doctor/report/v1";
 
+// A probe's state in the probes table.
+enum class ProbeState : uint8_t {
+  kAttached,
+  kUnavailable,  // this kernel or host cannot run it: the reason says why
+  kDisabled,     // not selected by --probes
+  kOther,        // a name this version does not know (a trace of another one): ProbeStatus::other_status
+};
+// The names of the trace files, the JSON and the text; kOther has none of its own.
+inline constexpr util::EnumNames<ProbeState, 3> kProbeStateNames{{{ProbeState::kAttached, "attached"},
+                                                                   {ProbeState::kUnavailable, "unavailable"},
+                                                                   {ProbeState::kDisabled, "disabled"}}};
+static_assert(util::names_every_value_in_order(kProbeStateNames));
+inline std::string_view probe_state_name(ProbeState state) { return util::name_of(kProbeStateNames, state); }
+inline std::optional<ProbeState> parse_probe_state(std::string_view name) {
+  return util::value_of(kProbeStateNames, name);
+}
+
 struct ProbeStatus {
   std::string name;
-  std::string status;  // attached | unavailable | disabled
+  ProbeState status = ProbeState::kOther;
   std::string reason;
   uint64_t events = 0;
   uint64_t lost = 0;
+  std::string other_status{};  // kOther: the name as read, written back as it was
+
+  // The name the trace and the reports write.
+  std::string_view status_name() const {
+    return status == ProbeState::kOther ? other_status : probe_state_name(status);
+  }
 };
 
 // What the agent itself cost while it recorded: the trailer's "agent" object. Unknown (known =
@@ -135,8 +162,20 @@ struct FlameProfile {
   bool empty() const { return stacks.empty(); }
 };
 
+// Which wait of a stream an outlier window is: for its first token, or between two tokens.
+enum class WindowKind : uint8_t { kTtft, kTpot };
+// The names the JSON and text reports, the rules' facts and the metrics' labels use.
+inline constexpr util::EnumNames<WindowKind, 2> kWindowKindNames{
+    {{WindowKind::kTtft, "ttft"}, {WindowKind::kTpot, "tpot"}}};
+static_assert(util::names_every_value_in_order(kWindowKindNames));
+inline std::string_view window_kind_name(WindowKind kind) { return util::name_of(kWindowKindNames, kind); }
+inline std::optional<WindowKind> parse_window_kind(std::string_view name) {
+  return util::value_of(kWindowKindNames, name);
+}
+std::ostream& operator<<(std::ostream& out, WindowKind kind);  // its name, for test messages
+
 struct Outlier {
-  std::string kind;             // "ttft" | "tpot"
+  WindowKind kind = WindowKind::kTtft;
   std::string request;          // RequestRow::id
   uint64_t token_index = 0;     // index of the token that ended the window (0 = first token)
   uint64_t start_mono_ns = 0;   // window: request start (ttft) or previous token (tpot)

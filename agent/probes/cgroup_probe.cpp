@@ -25,6 +25,7 @@
 #include "probes/privileges.hpp"
 #include "probes/probe_session.hpp"
 #include "util/files.hpp"
+#include "util/time.hpp"
 
 namespace ld::probes {
 namespace {
@@ -34,11 +35,11 @@ namespace {
 // meaning slowly and are read once a second. At 50 ms for everything, the sampler read ~160
 // files a second, the largest part of an idle agent's CPU.
 constexpr auto kSampleEvery = std::chrono::milliseconds(50);
-constexpr uint64_t kMemoryEveryNs = 1'000'000'000;
+constexpr uint64_t kMemoryEveryNs = util::kNsPerSec;
 // Membership can change (a process moved into another cgroup): re-read /proc/PID/cgroup.
-constexpr uint64_t kResolveEveryNs = 500'000'000;
+constexpr uint64_t kResolveEveryNs = 500 * util::kNsPerMs;
 // Nothing changed on the CPU side: still one sample a second, for the memory numbers.
-constexpr uint64_t kIdleEmitEveryNs = 1'000'000'000;
+constexpr uint64_t kIdleEmitEveryNs = util::kNsPerSec;
 // If the session stops ticking, do not grow without bound (20 s of samples per cgroup).
 constexpr size_t kMaxBuffered = 4096;
 

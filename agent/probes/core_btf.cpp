@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 
 #include "host/host_facts.hpp"
+#include "util/time.hpp"
 
 namespace ld::probes {
 namespace {
@@ -377,7 +378,7 @@ CoreBtf CoreBtf::build(const std::vector<CoreObject>& objects) {
 
   uint64_t parse_begin = host::monotonic_now_ns();
   BtfPtr vmlinux = load_kernel_btf();
-  double parse_ms = static_cast<double>(host::monotonic_now_ns() - parse_begin) / 1e6;
+  double parse_ms = util::ns_to_ms(host::monotonic_now_ns() - parse_begin);
   if (!vmlinux) {
     out.note_ = fmt::format("shared CO-RE BTF: kernel BTF not loaded ({}); each object loads its own",
                             std::strerror(errno));
@@ -446,7 +447,7 @@ CoreBtf CoreBtf::build(const std::vector<CoreObject>& objects) {
       "shared CO-RE BTF: {} of {} kernel types ({} KiB) for {} of {} objects in {:.1f} ms "
       "(kernel BTF parsed in {:.1f} ms){}",
       btf__type_cnt(reduced.get()) - 1, n - 1, size / 1024, out.served_.size(), objects.size(),
-      static_cast<double>(host::monotonic_now_ns() - begin) / 1e6, parse_ms, skipped);
+      util::ns_to_ms(host::monotonic_now_ns() - begin), parse_ms, skipped);
   return out;
 }
 

@@ -14,13 +14,14 @@
 #include "host/host_facts.hpp"
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
+#include "util/time.hpp"
 
 namespace ld::probes {
 namespace {
 
-constexpr uint64_t kSampleEveryNs = 100'000'000;
+constexpr uint64_t kSampleEveryNs = 100 * util::kNsPerMs;
 // Unchanged frequencies are re-emitted this often so a reader sees the value in any window.
-constexpr uint64_t kRepeatEveryNs = 1'000'000'000;
+constexpr uint64_t kRepeatEveryNs = util::kNsPerSec;
 
 class CpufreqProbe : public Probe {
  public:

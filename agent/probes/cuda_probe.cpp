@@ -32,14 +32,14 @@
 #include "probes/probe.hpp"
 #include "probes/process_search.hpp"
 #include "util/files.hpp"
+#include "util/time.hpp"
 
 namespace ld::probes {
 namespace {
 
-constexpr uint64_t kSec = 1000000000ULL;
 // Looked at again (process_search.hpp) until then after it is first seen, while it maps a
 // runtime without a driver (longer than kSearchForNs).
-constexpr uint64_t kRuntimeOnlySearchNs = 60 * kSec;
+constexpr uint64_t kRuntimeOnlySearchNs = 60 * util::kNsPerSec;
 constexpr size_t kMaxProcs = 256;
 
 // A traced CUDA function: its exported name, its enum ld_cuda_api (the attach cookie) and the

@@ -30,20 +30,21 @@
 #include "probes/probe.hpp"
 #include "probes/process_search.hpp"
 #include "util/files.hpp"
+#include "util/time.hpp"
 
 namespace ld::probes {
 namespace {
 
-constexpr uint64_t kSec = 1000000000ULL;
-constexpr uint64_t kLearnWindowNs = 10 * kSec;  // first try: no contention in 10 s -> say so
-constexpr uint64_t kSettleNs = 1 * kSec;        // after the first word: catch the others
-constexpr size_t kWordsOfOneGil = 3;            // condvar's 2 alternating words + the mutex
-constexpr uint64_t kRearmWindowNs = 2 * kSec;
-constexpr uint64_t kFirstIdleNs = 30 * kSec;
-constexpr uint64_t kMaxIdleNs = 600 * kSec;
+using util::kNsPerSec;
+constexpr uint64_t kLearnWindowNs = 10 * kNsPerSec;  // first try: no contention in 10 s -> say so
+constexpr uint64_t kSettleNs = kNsPerSec;            // after the first word: catch the others
+constexpr size_t kWordsOfOneGil = 3;                 // condvar's 2 alternating words + the mutex
+constexpr uint64_t kRearmWindowNs = 2 * kNsPerSec;
+constexpr uint64_t kFirstIdleNs = 30 * kNsPerSec;
+constexpr uint64_t kMaxIdleNs = 600 * kNsPerSec;
 // A child may exec python after the fork: looked at again (process_search.hpp) through
 // kSearchForNs.
-constexpr uint64_t kLearningTickNs = kSec / 10;
+constexpr uint64_t kLearningTickNs = kNsPerSec / 10;
 constexpr size_t kMaxProcs = 256;
 
 enum class Phase { Searching, NoPython, Learning, Idle, Learned, Gone };

@@ -13,16 +13,17 @@
 #include "memory.skel.h"
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
+#include "util/time.hpp"
 
 namespace ld::probes {
 namespace {
 
 // Defaults of the rodata knobs (see bpf/memory.bpf.c).
-constexpr uint64_t kMinBytes = 1u << 20;        // itemise mappings of 1 MiB or more
-constexpr uint64_t kMinNs = 100'000;            // ... or calls of 100 us or more
-constexpr uint64_t kAggNs = 10'000'000;         // small calls summed per 10 ms per thread
-constexpr uint32_t kFaultBatch = 256;           // faults per ld_faults record, at most
-constexpr uint64_t kFaultSpanNs = 5'000'000;    // a fault batch spans < 5 ms
+constexpr uint64_t kMinBytes = 1u << 20;               // itemise mappings of 1 MiB or more
+constexpr uint64_t kMinNs = 100 * util::kNsPerUs;      // ... or calls of 100 us or more
+constexpr uint64_t kAggNs = 10 * util::kNsPerMs;       // small calls summed per 10 ms per thread
+constexpr uint32_t kFaultBatch = 256;                  // faults per ld_faults record, at most
+constexpr uint64_t kFaultSpanNs = 5 * util::kNsPerMs;  // a fault batch spans < 5 ms
 
 // Every (tid, value) of a hash map keyed by tid.
 template <typename V>

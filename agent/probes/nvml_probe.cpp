@@ -17,11 +17,12 @@
 #include "probes/probe.hpp"
 #include "probes/probe_session.hpp"
 #include "probes/process_search.hpp"
+#include "util/time.hpp"
 
 namespace ld::probes {
 namespace {
 
-constexpr uint64_t kSampleEveryNs = 200'000'000;
+constexpr uint64_t kSampleEveryNs = 200 * util::kNsPerMs;
 constexpr unsigned kMaxDevices = 16;
 constexpr size_t kMaxProcs = 256;
 constexpr int kNvmlSuccess = 0;

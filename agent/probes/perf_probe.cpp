@@ -31,6 +31,7 @@
 #include "probes/python_frames.hpp"
 #include "probes/python_lines.hpp"
 #include "probes/user_symbols.hpp"
+#include "util/time.hpp"
 
 namespace ld::probes {
 namespace {
@@ -49,7 +50,7 @@ int open_cpu_clock(int cpu, uint32_t sample_hz) {
   // A fixed period, not freq mode: cpu-clock counts nanoseconds, so the period is the rate
   // exactly, and an event in freq mode is re-tuned by the kernel on every scheduler tick of
   // every CPU (perf_adjust_freq_unthr_context), work the target's CPUs would pay for.
-  attr.sample_period = 1'000'000'000 / sample_hz;
+  attr.sample_period = util::kNsPerSec / sample_hz;
   // pid = -1, cpu = N: every task on that CPU; the program keeps the targets.
   return static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
 }
@@ -152,7 +153,7 @@ class PerfProbe : public Probe {
     if (tick_period_ns_)
       return fmt::format("scheduler tick (every {:.2f} ms) sampled at {} Hz per busy CPU, kernel stacks "
                          "in kernel mode, the mode told {}; {}",
-                         double(tick_period_ns_) / 1e6, sample_hz_,
+                         util::ns_to_ms(tick_period_ns_), sample_hz_,
                          mode_by_regs_ ? "from the saved registers"
                                        : fmt::format("by a stack walk ({})", not_by_regs_),
                          frames_detail());
@@ -170,7 +171,7 @@ class PerfProbe : public Probe {
     skel_->rodata->ld_tick_fn = tick_fn;
     skel_->rodata->ld_irq_entry_lo = irq_entry_.first;
     skel_->rodata->ld_irq_entry_hi = irq_entry_.second;
-    skel_->rodata->ld_sample_period_ns = 1'000'000'000ULL / sample_hz_;
+    skel_->rodata->ld_sample_period_ns = util::kNsPerSec / sample_hz_;
     skel_->rodata->ld_frames = frames_;
     bpf_program__set_autoload(skel_->progs.ld_perf_tick, tick_fn != 0);
     int err = perf_bpf__load(skel_.get());
@@ -335,12 +336,12 @@ class PerfProbe : public Probe {
     }
     skel_->links.ld_perf_tick = link;  // destroyed with the skeleton
     const uint64_t period = calibrate();
-    const uint64_t sample_period = 1'000'000'000ULL / sample_hz_;
+    const uint64_t sample_period = util::kNsPerSec / sample_hz_;
     if (period && period <= sample_period + sample_period / 20) {
       tick_period_ns_ = period;
       return;
     }
-    not_tick_ = period ? fmt::format("{} Hz asked, the tick runs at {:.0f} Hz", sample_hz_, 1e9 / double(period))
+    not_tick_ = period ? fmt::format("{} Hz asked, the tick runs at {:.0f} Hz", sample_hz_, util::per_second(period))
                        : std::string("no tick seen through hrtimer_expire_entry");
     bpf_link__destroy(link);
     skel_->links.ld_perf_tick = nullptr;
@@ -352,7 +353,7 @@ class PerfProbe : public Probe {
   // the one-read registers check is kept only if it agreed with the stack walk on every
   // tick, a few of them in user mode (this spin), else samples use the walk.
   uint64_t calibrate() {
-    constexpr uint64_t kCalibrateNs = 60'000'000;  // 3 ticks at HZ=100, with margin
+    constexpr uint64_t kCalibrateNs = 60 * util::kNsPerMs;  // 3 ticks at HZ=100, with margin
     constexpr uint64_t kUserTicks = 3;
     const int ncpu = libbpf_num_possible_cpus();
     if (ncpu <= 0) return 0;

@@ -27,6 +27,7 @@
 #include "probes/core_btf.hpp"
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
+#include "util/time.hpp"
 
 namespace ld::probes {
 namespace {
@@ -88,7 +89,7 @@ class TargetBitmap {
 
 // The tick for user-space sampling: every ProbeOptions::tick_ns unless a probe asks sooner
 // (Probe::next_tick_ns).
-constexpr uint64_t kMinTickNs = 10'000'000;  // a probe's deadline in the past: not a busy loop
+constexpr uint64_t kMinTickNs = 10 * util::kNsPerMs;  // a probe's deadline in the past: not a busy loop
 
 // SIGINT/SIGTERM go to the main thread (the recorder's handler); the helper threads that load
 // or detach probes only do that.
@@ -103,7 +104,7 @@ void block_stop_signals() {
 struct RunningProbe {
   const ProbeInfo* info;
   std::unique_ptr<Probe> probe;
-  std::string status;  // attached | unavailable | disabled
+  model::ProbeState status = model::ProbeState::kDisabled;
   std::string reason;
   double start_ms = 0;  // open + load + attach of this probe
   double began_ms = 0;  // when that began, from the session's start (for --verbose)
@@ -208,7 +209,7 @@ struct ProbeSession::Impl {
 
     probes.clear();
     for (const ProbeInfo* info : all)
-      probes.push_back(RunningProbe{info, nullptr, "disabled", "not selected by --probes"});
+      probes.push_back(RunningProbe{info, nullptr, model::ProbeState::kDisabled, "not selected by --probes"});
     std::vector<std::exception_ptr> fatal(made.size());
     std::atomic<size_t> next{0};
     std::atomic<bool> failed{false};
@@ -222,7 +223,7 @@ struct ProbeSession::Impl {
     auto work = [&] {
       for (size_t i; (i = next++) < made.size();)
         if (made[i] && !failed) {
-          probes[i].began_ms = static_cast<double>(host::monotonic_now_ns() - session_begin) / 1e6;
+          probes[i].began_ms = util::ns_to_ms(host::monotonic_now_ns() - session_begin);
           start_one(made[i], probes[i], core, emit, fatal[i], failed);
         }
     };
@@ -247,9 +248,9 @@ struct ProbeSession::Impl {
 
     if (options.verbose)
       for (const auto& p : probes)
-        if (p.status != "disabled")
+        if (p.status != model::ProbeState::kDisabled)
           fmt::print(stderr, "latency-doctor: probe {} {} in {:.1f} ms (at +{:.1f} ms)\n",
-                     p.info->name, p.status, p.start_ms, p.began_ms);
+                     p.info->name, model::probe_state_name(p.status), p.start_ms, p.began_ms);
   }
 
   void start_one(std::unique_ptr<Probe>& probe, RunningProbe& running, const CoreBtf& core,
@@ -261,18 +262,18 @@ struct ProbeSession::Impl {
     uint64_t begin = host::monotonic_now_ns();
     try {
       probe->start(ctx);
-      running.status = "attached";
+      running.status = model::ProbeState::kAttached;
       running.reason = probe->detail();
       running.probe = std::move(probe);
     } catch (const ProbeUnavailable& e) {
-      running.status = "unavailable";
+      running.status = model::ProbeState::kUnavailable;
       running.reason = e.what();
     } catch (...) {
       fatal = std::current_exception();
       failed = true;
     }
     probe.reset();  // one that did not start is torn down here: nothing of it stays attached
-    running.start_ms = static_cast<double>(host::monotonic_now_ns() - begin) / 1e6;
+    running.start_ms = util::ns_to_ms(host::monotonic_now_ns() - begin);
   }
 
   static CoreBtf build_core_btf(const std::vector<const ProbeInfo*>& infos,
@@ -321,7 +322,7 @@ ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record
   if (!any) {
     std::string why;
     for (const auto& p : impl_->probes)
-      if (p.status == "unavailable") why += fmt::format("; {}: {}", p.info->name, p.reason);
+      if (p.status == model::ProbeState::kUnavailable) why += fmt::format("; {}: {}", p.info->name, p.reason);
     throw ProbeError(ProbeError::Kind::Unsupported, "no probe could be attached" + why);
   }
   impl_->ring.reset(ring_buffer__new(impl_->events.get(), &Impl::handle, impl_.get(), nullptr));
@@ -359,7 +360,7 @@ int ProbeSession::poll(int timeout_ms) {
     // uprobe 4 s on the server). Otherwise round up: waking a little after the tick is due
     // beats waking twice.
     uint64_t until_tick_ms =
-        impl_->next_tick > now ? (impl_->next_tick - now + 999'999) / 1'000'000 : 0;
+        impl_->next_tick > now ? (impl_->next_tick - now + util::kNsPerMs - 1) / util::kNsPerMs : 0;
     if (timeout_ms < 0 || until_tick_ms < static_cast<uint64_t>(timeout_ms))
       timeout_ms = static_cast<int>(until_tick_ms);
   }

@@ -15,6 +15,7 @@
 
 #include "probes/probe.hpp"
 #include "model/report.hpp"
+#include "util/time.hpp"
 
 struct ld_hdr;
 
@@ -37,7 +38,7 @@ struct ProbeOptions {
   uint32_t sample_hz = kDefaultSampleHz;  // the perf probe's cpu-clock rate per CPU
   // How often poll() samples in user space (the probes' ticks) and so, in a steady state, how
   // often the agent wakes: see RecordOptions::read_interval_ms.
-  uint64_t tick_ns = 1'000'000'000;
+  uint64_t tick_ns = util::kNsPerSec;
   std::vector<std::string> probes;     // names to enable; empty = every probe of "all"
   bool verbose = false;                // libbpf's own log on stderr
   // Probes from outside the registry (the pipeline benchmark's producer): started like an

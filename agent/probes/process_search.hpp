@@ -9,13 +9,15 @@
 
 #include <fmt/format.h>
 
+#include "util/time.hpp"
+
 namespace ld::probes {
 
 // A process is looked at again for a library it may load later (a launcher that execs python,
 // a server that dlopen()s CUDA): at the first ticks 1, 3, 7, 15... s after it is first seen
 // (twice as long between looks each time), the last at the window's end. Each look reads its /proc/PID/maps (~0.1 ms of agent CPU) in
 // the read interval's wake-up, which a server thread waits out anyway.
-constexpr uint64_t kFirstLookAgainNs = 1000000000ULL;
+constexpr uint64_t kFirstLookAgainNs = util::kNsPerSec;
 // Through this long after a process is first seen: servers load Python's runtime or CUDA within
 // seconds of starting.
 constexpr uint64_t kSearchForNs = 10 * kFirstLookAgainNs;
@@ -23,7 +25,7 @@ constexpr uint64_t kSearchForNs = 10 * kFirstLookAgainNs;
 // /proc/PID/maps, read once for every probe that looks at the process within kMapsFreshNs of
 // that read (the gil and cuda probes look at the same ticks: one read serves both); "" when
 // the process is gone. Thread-safe: probes start in parallel.
-constexpr uint64_t kMapsFreshNs = 50'000'000;
+constexpr uint64_t kMapsFreshNs = 50 * util::kNsPerMs;
 std::string read_process_maps(uint32_t tgid, uint64_t now);
 // How many times read_process_maps read the file: for the tests.
 uint64_t process_maps_reads();

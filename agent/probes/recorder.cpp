@@ -23,6 +23,7 @@
 #include "probes/probe_session.hpp"
 #include "trace/trace_file.hpp"
 #include "trace/trace_header.hpp"
+#include "util/time.hpp"
 
 namespace ld::probes {
 namespace {
@@ -90,11 +91,11 @@ class Progress {
   explicit Progress(bool quiet) : quiet_(quiet), tty_(isatty(STDERR_FILENO) == 1) {}
   void tick(uint64_t now, uint64_t start, uint64_t duration_ms, const std::string& status) {
     if (quiet_) return;
-    uint64_t every = tty_ ? 1000000000ULL : 10000000000ULL;
+    uint64_t every = tty_ ? util::kNsPerSec : 10 * util::kNsPerSec;
     if (now < last_ + every) return;
     last_ = now;
-    double elapsed = static_cast<double>(now - start) / 1e9;
-    std::string when = duration_ms ? fmt::format("{:.0f}s/{:.0f}s", elapsed, duration_ms / 1e3)
+    double elapsed = util::ns_to_s(now - start);
+    std::string when = duration_ms ? fmt::format("{:.0f}s/{:.0f}s", elapsed, util::ms_to_s(duration_ms))
                                    : fmt::format("{:.0f}s (Ctrl-C to stop)", elapsed);
     std::string line = fmt::format("recording {}{}", when, status.empty() ? "" : ", " + status);
     if (tty_) fmt::print(stderr, "\r\033[K{}", line); else fmt::print(stderr, "{}\n", line);
@@ -143,7 +144,7 @@ model::AgentCost agent_cost(double attach_ms, const OwnUsage& before_attach, con
   cost.known = true;
   cost.attach_ms = round3(attach_ms);
   cost.attach_cpu_ms = round3(attached.cpu_ms - before_attach.cpu_ms);
-  cost.recording_ms = round3(static_cast<double>(stopped_ns - attached_ns) / 1e6);
+  cost.recording_ms = round3(util::ns_to_ms(stopped_ns - attached_ns));
   cost.cpu_ms = round3(stopped.cpu_ms - attached.cpu_ms);
   cost.wakeups = stopped.voluntary_switches - attached.voluntary_switches;
   cost.stop_cpu_ms = round3(finished.cpu_ms - stopped.cpu_ms);
@@ -157,8 +158,7 @@ model::AgentCost agent_cost(double attach_ms, const OwnUsage& before_attach, con
 OwnUsage own_usage() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3; };
-  return {ms(u.ru_utime) + ms(u.ru_stime), static_cast<uint64_t>(u.ru_nvcsw), static_cast<double>(u.ru_maxrss) / 1024.0};
+  return {util::timeval_ms(u.ru_utime) + util::timeval_ms(u.ru_stime), static_cast<uint64_t>(u.ru_nvcsw), static_cast<double>(u.ru_maxrss) / 1024.0};
 }
 
 void install_stop_signals() {
@@ -195,7 +195,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
                              .follow_children = options.children,
                              .ringbuf_bytes = options.ringbuf_bytes,
                              .sample_hz = options.sample_hz,
-                             .tick_ns = options.read_interval_ms * 1'000'000,
+                             .tick_ns = options.read_interval_ms * util::kNsPerMs,
                              .probes = options.probes,
                              .verbose = options.verbose,
                              .extra_probes = options.extra_probes,
@@ -236,7 +236,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     throw;
   }
   ProbeSession& session = *session_owner;
-  const double attach_ms = static_cast<double>(host::monotonic_now_ns() - attach_begin) / 1e6;
+  const double attach_ms = util::ns_to_ms(host::monotonic_now_ns() - attach_begin);
   // A target's exit ends the wait at once rather than at the end of a read interval (exited()
   // below is still asked at each wake-up, for a pid without a pidfd too).
   for (const auto& w : watches)
@@ -267,7 +267,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     fmt::print(stderr, "latency-doctor: attached to pid {}{} ({} process(es)) in {:.0f} ms; tracing {}\n",
                options.pids.front(), first ? " (" + first->comm + ")" : "", tgids.size(), attach_ms,
                options.duration_ms ? fmt::format("for {:.1f}s, Ctrl-C stops early and still reports",
-                                                 options.duration_ms / 1e3)
+                                                 util::ms_to_s(options.duration_ms))
                                    : std::string("until Ctrl-C"));
   }
 
@@ -279,28 +279,28 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     // wakes us when data piles up, a target's exit (its pidfd) and SIGINT at once.
     int timeout_ms = static_cast<int>(interval_ms);
     if (options.duration_ms) {
-      uint64_t elapsed_ms = (host::monotonic_now_ns() - start) / 1000000;
+      uint64_t elapsed_ms = (host::monotonic_now_ns() - start) / util::kNsPerMs;
       uint64_t left_ms = options.duration_ms > elapsed_ms ? options.duration_ms - elapsed_ms : 0;
       timeout_ms = static_cast<int>(std::min<uint64_t>(left_ms, interval_ms));
     }
     session.poll(timeout_ms);
     uint64_t now = host::monotonic_now_ns();
-    if (g_stop) { result.stop_reason = "signal"; break; }
-    if (options.duration_ms && now - start >= options.duration_ms * 1000000ULL) {
-      result.stop_reason = "duration";
+    if (g_stop) { result.stop_reason = trace::StopReason::kSignal; break; }
+    if (options.duration_ms && now - start >= options.duration_ms * util::kNsPerMs) {
+      result.stop_reason = trace::StopReason::kDuration;
       break;
     }
     if (!options.keep_running) {
       bool all_exited = true;
       for (const auto& w : watches) all_exited = all_exited && w.exited();
-      if (all_exited) { result.stop_reason = "target-exit"; break; }
+      if (all_exited) { result.stop_reason = trace::StopReason::kTargetExit; break; }
     }
     if (options.on_wake) options.on_wake(session, now);
     if (attach_caps_kept && !options.children && !options.keep_running && !session.attaches_later()) {
       if (auto note = drop_capabilities(false); !note.empty()) result.warnings.push_back(note);
       attach_caps_kept = false;
     }
-    if (writer && write_error.empty() && now - last_flush >= interval_ms * 1000000ULL) {
+    if (writer && write_error.empty() && now - last_flush >= interval_ms * util::kNsPerMs) {
       try { writer->flush(); } catch (const std::exception& e) { write_error = e.what(); }
       last_flush = now;
     }
@@ -325,7 +325,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   }
   if (!write_error.empty())
     result.warnings.push_back(fmt::format("the trace file is incomplete: {}", write_error));
-  if (result.stop_reason == "target-exit")
+  if (result.stop_reason == trace::StopReason::kTargetExit)
     result.warnings.push_back("the target exited; the report covers what was recorded until then");
   result.session = std::move(session_owner);
   return result;

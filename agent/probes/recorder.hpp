@@ -65,7 +65,7 @@ struct RecordResult {
   std::shared_ptr<ProbeSession> session;
   trace::TraceHeader header;
   trace::TraceTrailer trailer;
-  std::string stop_reason;  // duration | signal | target-exit
+  trace::StopReason stop_reason = trace::StopReason::kNone;  // duration, signal or target exit
   std::vector<std::string> warnings;
 };
 

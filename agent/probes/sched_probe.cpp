@@ -17,14 +17,15 @@
 #include "probes/probe.hpp"
 #include "probes/probe_session.hpp"
 #include "sched.skel.h"
+#include "util/time.hpp"
 
 namespace ld::probes {
 namespace {
 
 // Defaults of the rodata knobs (see bpf/sched.bpf.c).
-constexpr uint64_t kOffcpuMinNs = 1'000'000;   // itemise off-CPU intervals of 1 ms or more
-constexpr uint64_t kAggPeriodNs = 100'000'000; // shorter ones summed per thread per 100 ms
-constexpr uint64_t kKstackGapNs = 10'000'000;  // a fresh stack per (thread, syscall) per 10 ms
+constexpr uint64_t kOffcpuMinNs = util::kNsPerMs;        // itemise off-CPU intervals of 1 ms or more
+constexpr uint64_t kAggPeriodNs = 100 * util::kNsPerMs;  // shorter ones summed per thread per 100 ms
+constexpr uint64_t kKstackGapNs = 10 * util::kNsPerMs;   // a fresh stack per (thread, syscall) per 10 ms
 
 class SchedProbe : public Probe {
  public:
@@ -72,7 +73,7 @@ class SchedProbe : public Probe {
         "{}; "
         "off-CPU >= {} ms itemised with waker, holder, syscall and kernel stack, shorter "
         "ones summed per thread per {} ms{}",
-        programs, kOffcpuMinNs / 1'000'000, kAggPeriodNs / 1'000'000,
+        programs, kOffcpuMinNs / util::kNsPerMs, kAggPeriodNs / util::kNsPerMs,
         legacy_state_ ? "; kernel < 5.18: a block can read as a preemption when a wake-up races it"
                       : "");
   }

@@ -22,13 +22,14 @@
 #include "probes/probe.hpp"
 #include "tcp.skel.h"
 #include "util/files.hpp"
+#include "util/time.hpp"
 
 namespace ld::probes {
 namespace {
 
 // At each tick (the read interval), at most once a second: generating /proc/PID/net/netstat
 // is not free, and a window's counters are bracketed by the samples around it either way.
-constexpr uint64_t kSampleEveryNs = 1'000'000'000;
+constexpr uint64_t kSampleEveryNs = util::kNsPerSec;
 // Listening ports are scanned only at attach and for a new target: the kernel side follows
 // a target's listen() and close() of a listener itself. A scan reads /proc/PID/net/tcp{,6},
 // which walks the whole established hash (262k buckets with 24 GiB of RAM: ~5 ms of agent

@@ -16,6 +16,7 @@
 #include "report/frames_view.hpp"
 #include "report/report_view.hpp"
 #include "report/svg.hpp"
+#include "util/time.hpp"
 
 namespace ld::report {
 
@@ -158,7 +159,7 @@ std::string header_html(const Report& r) {
   std::string sub = environment_rows(r).front().value;
   if (!r.target.exe.empty()) sub += " · " + r.target.exe;
   sub += " · " + (r.start_unix_ns ? utc_time(r.start_unix_ns) : std::string("start unknown"));
-  sub += fmt::format(" · {:.1f} s window", static_cast<double>(r.duration_ms) / 1000.0);
+  sub += fmt::format(" · {:.1f} s window", util::ms_to_s(r.duration_ms));
   return "<header><h1>" + h(title_of(r)) + "</h1><p class=\"sub\">" + h(sub) + "</p></header>\n";
 }
 
@@ -238,7 +239,7 @@ void draw_outlier(Svg& svg, const Outlier& o, const LinearScale& x, double y, do
   if (o.duration_ms > explained) parts.push_back({Cause::kUnknown, o.duration_ms - explained, 0, {}});
   const double total = std::max(explained, o.duration_ms);
   const std::string tip = fmt::format("{} outlier, request {} token {}: {} ms (baseline {} ms): {}",
-                                      o.kind == "ttft" ? "first-token" : "gap", o.request, o.token_index,
+                                      o.kind == WindowKind::kTtft ? "first-token" : "gap", o.request, o.token_index,
                                       ms_cell(o.duration_ms), ms_cell(o.baseline_ms), causes_summary(parts));
   double at = x0;
   for (const CauseTime& c : parts) {
@@ -276,7 +277,7 @@ std::string timeline_html(const Report& r) {
   const PlotArea area{labels ? 110.0 : 60.0, 10, kPlotWidth - (labels ? 130.0 : 80.0), lane * lanes};
   const int height = static_cast<int>(area.bottom() + 46);
 
-  double end_s = static_cast<double>(r.duration_ms) / 1000.0;
+  double end_s = util::ms_to_s(r.duration_ms);
   for (size_t i : sample.rows)
     if (!r.request_rows[i].token_mono_ns.empty())
       end_s = std::max(end_s, seconds_after_start(r, r.request_rows[i].token_mono_ns.back()));
@@ -397,7 +398,7 @@ std::string tpot_html(const Report& r) {
 std::map<std::string, const Outlier*> ttft_outliers_by_request(const Report& r) {
   std::map<std::string, const Outlier*> by_request;
   for (const Outlier& o : r.outliers)
-    if (o.kind == "ttft") by_request[o.request] = &o;
+    if (o.kind == WindowKind::kTtft) by_request[o.request] = &o;
   return by_request;
 }
 
@@ -517,7 +518,7 @@ std::string outliers_html(const Report& r) {
       if (!e.empty()) evidence += "<div><code>" + h(id(c.cause) + ": " + e) + "</code></div>";
     }
     if (!o.activity.empty()) evidence += "<div class=\"note\">the thread: " + h(activity_text(o.activity)) + "</div>";
-    rows.push_back({h(o.kind), h(o.request), std::to_string(o.token_index),
+    rows.push_back({h(std::string(window_kind_name(o.kind))), h(o.request), std::to_string(o.token_index),
                     fmt::format("{:.3f}", seconds_after_start(r, o.end_mono_ns)), ms_cell(o.duration_ms),
                     ms_cell(o.baseline_ms), causes.empty() ? "<span class=\"note\">unknown</span>" : causes, evidence});
   }
@@ -583,7 +584,7 @@ std::string probes_html(const Report& r) {
   if (r.probes.empty()) return "";
   std::vector<std::vector<std::string>> rows;
   for (const ProbeStatus& p : r.probes)
-    rows.push_back({h(p.name), h(p.status), std::to_string(p.events), std::to_string(p.lost), h(p.reason)});
+    rows.push_back({h(p.name), h(std::string(p.status_name())), std::to_string(p.events), std::to_string(p.lost), h(p.reason)});
   std::string out = table({"probe", "status", "events", "lost", "reason"}, rows, {2, 3});
   if (const uint64_t lost = lost_events(r))
     out += "<p class=\"warn-box\">" +

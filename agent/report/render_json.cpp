@@ -116,7 +116,7 @@ template <class J>
 J probe_json(const ProbeStatus& probe) {
   J j = J::object();
   j["name"] = probe.name;
-  j["status"] = probe.status;
+  j["status"] = std::string(probe.status_name());
   j["reason"] = probe.reason;
   j["events"] = probe.events;
   j["lost"] = probe.lost;
@@ -191,7 +191,7 @@ J flame_json(const model::FlameProfile& flame) {
 template <class J>
 J outlier_json(const Outlier& o, int64_t realtime_minus_monotonic_ns) {
   J j = J::object();
-  j["kind"] = o.kind;
+  j["kind"] = std::string(window_kind_name(o.kind));
   j["request"] = o.request;
   j["token_index"] = o.token_index;
   j["start_unix_ns"] = o.start_unix_ns;

@@ -12,6 +12,7 @@
 #include "report/frames_view.hpp"
 #include "report/report_view.hpp"
 #include "report/svg.hpp"
+#include "util/time.hpp"
 
 namespace ld::report {
 
@@ -81,7 +82,7 @@ std::string summary_md(const Report& r) {
   std::string out = "## Summary\n\n";
   out += fmt::format("{} streaming requests, {} tokens, {} outliers; window {}, {:.1f} s.\n\n", r.requests, r.tokens,
                      r.outliers.size(), r.start_unix_ns ? utc_time(r.start_unix_ns) : std::string("start unknown"),
-                     static_cast<double>(r.duration_ms) / 1000.0);
+                     util::ms_to_s(r.duration_ms));
   out += table(distribution_headers(),
                {distribution_cells("TTFT", r.ttft_ms), distribution_cells("TPOT (every gap)", r.tpot_ms)},
                {1, 2, 3, 4, 5, 6, 7, 8});
@@ -147,7 +148,7 @@ std::string outliers_md(const Report& r) {
       if (!e.empty()) evidence += fmt::format("{}{}: {}", evidence.empty() ? "" : "; ", cause_id(c.cause), e);
     }
     if (!o.activity.empty()) evidence += (evidence.empty() ? "" : "; ") + ("the thread: " + activity_text(o.activity));
-    rows.push_back({md(o.kind), md(o.request), std::to_string(o.token_index),
+    rows.push_back({md(std::string(window_kind_name(o.kind))), md(o.request), std::to_string(o.token_index),
                     fmt::format("{:.3f}", seconds_after_start(r, o.end_mono_ns)), ms_cell(o.duration_ms),
                     ms_cell(o.baseline_ms), md(o.causes.empty() ? "unknown" : causes_summary(o.causes)), md(evidence)});
   }
@@ -261,7 +262,7 @@ std::string probes_md(const Report& r) {
   if (r.probes.empty()) return "";
   std::vector<std::vector<std::string>> rows;
   for (const ProbeStatus& p : r.probes)
-    rows.push_back({md(p.name), md(p.status), std::to_string(p.events), std::to_string(p.lost), md(p.reason)});
+    rows.push_back({md(p.name), md(std::string(p.status_name())), std::to_string(p.events), std::to_string(p.lost), md(p.reason)});
   std::string out = "## Probes\n\n" + table({"probe", "status", "events", "lost", "reason"}, rows, {2, 3});
   if (const uint64_t lost = lost_events(r))
     out += fmt::format("**{} events were lost** (ring buffer full): tokens or evidence may be missing; raise "

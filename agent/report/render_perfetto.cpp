@@ -20,6 +20,7 @@
 #include "model/cause.hpp"
 #include "report/report.hpp"
 #include "report/report_view.hpp"
+#include "util/time.hpp"
 
 namespace ld::report {
 
@@ -34,7 +35,7 @@ constexpr uint32_t kUnknownThreadTid = 0x7fff0000;
 
 using ThreadSet = std::set<std::pair<uint32_t, uint32_t>>;  // (pid, tid) of the tracks that carry events
 
-double micros(uint64_t mono_ns) { return static_cast<double>(mono_ns) / 1000.0; }
+using util::ns_to_us;
 
 class EventWriter {
  public:
@@ -107,8 +108,8 @@ void write_thread_states(EventWriter& w, const model::ThreadTracks& tracks) {
   for (const auto& t : tracks.threads) {
     for (const auto& s : t.slices) {
       const std::string state = model::thread_state_name(s.state);
-      json ev = {{"ph", "X"}, {"cat", "sched"}, {"pid", t.tgid}, {"tid", t.tid}, {"ts", micros(s.start_ns)},
-                 {"dur", micros(s.end_ns - s.start_ns)}};
+      json ev = {{"ph", "X"}, {"cat", "sched"}, {"pid", t.tgid}, {"tid", t.tid}, {"ts", ns_to_us(s.start_ns)},
+                 {"dur", ns_to_us(s.end_ns - s.start_ns)}};
       // The slice's name is what the UI prints on it: say what a blocked thread waited in.
       ev["name"] = s.state == model::ThreadState::kBlocked && !s.detail.empty()
                        ? s.detail.substr(0, s.detail.find(';'))
@@ -128,7 +129,7 @@ void write_tokens(EventWriter& w, const Report& r, const ProcessMap& processes,
       const uint32_t pid = processes.tgid(sender, row.id);
       threads.insert({pid, tid});
       w.add({{"ph", "i"}, {"s", "t"}, {"cat", "token"}, {"name", i == 0 ? "first token" : "token"},
-             {"pid", pid}, {"tid", tid}, {"ts", micros(row.token_mono_ns[i])},
+             {"pid", pid}, {"tid", tid}, {"ts", ns_to_us(row.token_mono_ns[i])},
              {"args", {{"request", row.id}, {"index", i}}}});
     }
   }
@@ -138,9 +139,9 @@ void write_tokens(EventWriter& w, const Report& r, const ProcessMap& processes,
 void write_async(EventWriter& w, const std::string& cat, const std::string& id, const std::string& name,
                  uint32_t pid, uint32_t tid, uint64_t start_ns, uint64_t end_ns, const json& args) {
   w.add({{"ph", "b"}, {"cat", cat}, {"id", id}, {"name", name}, {"pid", pid}, {"tid", tid},
-         {"ts", micros(start_ns)}, {"args", args}});
+         {"ts", ns_to_us(start_ns)}, {"args", args}});
   w.add({{"ph", "e"}, {"cat", cat}, {"id", id}, {"name", name}, {"pid", pid}, {"tid", tid},
-         {"ts", micros(std::max(start_ns, end_ns))}});
+         {"ts", ns_to_us(std::max(start_ns, end_ns))}});
 }
 
 void write_requests(EventWriter& w, const Report& r, const ProcessMap& processes) {
@@ -164,10 +165,10 @@ void write_outliers(EventWriter& w, const Report& r, const ProcessMap& processes
       causes.push_back({{"cause", cause_id(c.cause)}, {"ms", c.ms}, {"share", c.share}, {"evidence", c.evidence}});
     const Cause main_cause = dominant_cause(o);
     // One name per kind and main cause: the UI makes a track per async name.
-    const std::string name = (o.kind == "ttft" ? "slow first token: " : "slow gap: ") + std::string(cause_id(main_cause));
+    const std::string name = (o.kind == WindowKind::kTtft ? "slow first token: " : "slow gap: ") + std::string(cause_id(main_cause));
     write_async(w, "outlier", fmt::format("outlier-{}", k), name, processes.tgid(o.tid, o.request),
                 o.tid ? o.tid : kUnknownThreadTid, o.start_mono_ns, o.end_mono_ns,
-                {{"kind", o.kind}, {"request", o.request}, {"token_index", o.token_index},
+                {{"kind", std::string(window_kind_name(o.kind))}, {"request", o.request}, {"token_index", o.token_index},
                  {"duration_ms", o.duration_ms}, {"baseline_ms", o.baseline_ms}, {"causes", causes},
                  {"summary", causes_summary(o.causes)}, {"colour", cause_info(main_cause).color}});
   }

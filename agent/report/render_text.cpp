@@ -10,6 +10,7 @@
 #include "report/frames_view.hpp"
 #include "report/report_view.hpp"
 #include "report/text_table.hpp"
+#include "util/time.hpp"
 
 namespace ld::report {
 
@@ -20,8 +21,8 @@ constexpr size_t kMaxRequestRows = 50;
 const std::string kIndent = "  ";
 
 std::string duration_text(uint64_t ms) {
-  if (ms < 1000) return fmt::format("{} ms", ms);
-  return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000.0);
+  if (ms < util::kMsPerSec) return fmt::format("{} ms", ms);
+  return fmt::format("{:.1f} s", util::ms_to_s(ms));
 }
 
 std::string plural(uint64_t n, const std::string& one, const std::string& many) {
@@ -178,10 +179,8 @@ std::string requests_section(const Report& r) {
   const size_t shown = std::min(r.request_rows.size(), kMaxRequestRows);
   for (size_t i = 0; i < shown; ++i) {
     const RequestRow& row = r.request_rows[i];
-    const double offset_s = row.start_unix_ns >= r.start_unix_ns
-                                ? static_cast<double>(row.start_unix_ns - r.start_unix_ns) / 1e9
-                                : -static_cast<double>(r.start_unix_ns - row.start_unix_ns) / 1e9;
-    table.add_row({row.id, fmt::format("{:.3f}", offset_s), std::to_string(row.input_bytes),
+    const double start_s = util::offset_s(row.start_unix_ns, r.start_unix_ns);
+    table.add_row({row.id, fmt::format("{:.3f}", start_s), std::to_string(row.input_bytes),
                    row.input_tokens >= 0 ? std::to_string(row.input_tokens) : "-",
                    ms_cell(row.ttft_ms), std::to_string(row.tokens), ms_cell(row.tpot_median_ms),
                    ms_cell(row.tpot_stddev_ms), ms_cell(row.tpot_max_ms), row_notes(row, r.thresholds)});
@@ -219,7 +218,7 @@ std::string outliers_section(const Report& r) {
   if (r.outliers.empty()) return r.request_rows.empty() ? "" : "outliers: none (no slow first token or gap)\n" + fit_line(r);
   std::string out = fmt::format("outliers ({}, baseline = the typical gap or the fitted TTFT)\n", r.outliers.size());
   for (const Outlier& o : r.outliers) {
-    out += kIndent + fmt::format("{} {} token {}: {} ms (baseline {} ms)", o.kind, printable(o.request),
+    out += kIndent + fmt::format("{} {} token {}: {} ms (baseline {} ms)", window_kind_name(o.kind), printable(o.request),
                                  o.token_index, ms_cell(o.duration_ms), ms_cell(o.baseline_ms));
     if (!o.causes.empty()) out += " = " + cause_list(o.causes, true);
     out += "\n";
@@ -251,7 +250,7 @@ std::string probes_section(const std::vector<ProbeStatus>& probes, const AgentCo
   TextTable table({{"name", Align::kLeft}, {"status", Align::kLeft}, {"events"}, {"lost"},
                    {"reason", Align::kLeft}});
   for (const ProbeStatus& p : probes) {
-    table.add_row({p.name, p.status, std::to_string(p.events), std::to_string(p.lost), p.reason});
+    table.add_row({p.name, std::string(p.status_name()), std::to_string(p.events), std::to_string(p.lost), p.reason});
   }
   std::string out = "probes\n" + table.render(kIndent);
   for (const ProbeStatus& p : probes) {

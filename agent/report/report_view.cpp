@@ -12,6 +12,7 @@
 
 #include "model/stats.hpp"
 #include "model/cause.hpp"
+#include "util/time.hpp"
 
 namespace ld::report {
 
@@ -86,7 +87,7 @@ std::string target_text(const Target& t) {
 
 std::string probes_text(const Report& r) {
   std::map<std::string, std::vector<std::string>> by_status;
-  for (const ProbeStatus& p : r.probes) by_status[p.status].push_back(p.name);
+  for (const ProbeStatus& p : r.probes) by_status[std::string(p.status_name())].push_back(p.name);
   std::string out;
   for (const auto& [status, names] : by_status) {
     std::string list;
@@ -104,8 +105,8 @@ std::string ms_cell(double ms) {
 }
 
 std::string utc_time(uint64_t unix_ns) {
-  const auto seconds = static_cast<time_t>(unix_ns / 1'000'000'000ULL);
-  const auto millis = (unix_ns / 1'000'000ULL) % 1000;
+  const auto seconds = static_cast<time_t>(unix_ns / util::kNsPerSec);
+  const auto millis = (unix_ns / util::kNsPerMs) % util::kMsPerSec;
   struct tm tm {};
   if (gmtime_r(&seconds, &tm) == nullptr) return "?";
   char buf[32];
@@ -126,8 +127,7 @@ uint64_t window_start_mono_ns(const Report& r) {
 
 double seconds_after_start(const Report& r, uint64_t mono_ns) {
   const uint64_t start = window_start_mono_ns(r);
-  return mono_ns >= start ? static_cast<double>(mono_ns - start) / 1e9
-                          : -static_cast<double>(start - mono_ns) / 1e9;
+  return util::offset_s(mono_ns, start);
 }
 
 LengthStats length_stats(const Report& r) {
@@ -145,7 +145,7 @@ std::vector<double> all_gaps_ms(const Report& r) {
   for (const RequestRow& row : r.request_rows) {
     for (size_t i = 1; i < row.token_mono_ns.size(); ++i) {
       if (row.token_mono_ns[i] < row.token_mono_ns[i - 1]) continue;  // not ascending: bad input
-      gaps.push_back(static_cast<double>(row.token_mono_ns[i] - row.token_mono_ns[i - 1]) / 1e6);
+      gaps.push_back(util::ns_to_ms(row.token_mono_ns[i] - row.token_mono_ns[i - 1]));
     }
   }
   return gaps;
@@ -244,7 +244,7 @@ std::vector<InputBucket> ttft_by_input(const Report& r, size_t buckets) {
   return out;
 }
 
-CauseTotals outlier_totals(const Report& r, const std::string& kind) {
+CauseTotals outlier_totals(const Report& r, WindowKind kind) {
   CauseTotals totals;
   std::array<double, kCauseCount> ms_by_cause{};
   for (const Outlier& o : r.outliers) {
@@ -317,7 +317,7 @@ std::vector<std::string> CauseBreakdown::cells(Cause cause) const {
 }
 
 CauseBreakdown cause_breakdown(const Report& r) {
-  CauseBreakdown b{outlier_totals(r, "ttft"), outlier_totals(r, "tpot"), typical_totals(r), {}};
+  CauseBreakdown b{outlier_totals(r, WindowKind::kTtft), outlier_totals(r, WindowKind::kTpot), typical_totals(r), {}};
   for (const CauseTotals* t : {&b.first_tokens, &b.gaps, &b.typical})
     for (const CauseTime& c : t->causes)
       if (std::find(b.causes.begin(), b.causes.end(), c.cause) == b.causes.end()) b.causes.push_back(c.cause);
@@ -416,11 +416,11 @@ std::string agent_cost_text(const AgentCost& cost) {
   if (cost.recording_ms > 0)
     share = fmt::format(" ({:.3f}% of one CPU)", cost.cpu_percent_of_one_cpu());
   std::string rate;
-  if (cost.recording_ms >= 1000)
-    rate = fmt::format(", {:.1f} a second", static_cast<double>(cost.wakeups) * 1000 / cost.recording_ms);
+  if (cost.recording_ms >= util::kMsPerSec)
+    rate = fmt::format(", {:.1f} a second", static_cast<double>(cost.wakeups) * util::kMsPerSec / cost.recording_ms);
   return fmt::format("the agent attached in {:.0f} ms ({:.0f} ms of CPU), then used {:.1f} ms of CPU in {:.1f} s "
                      "of recording{}, woke {} times{}; stopping took {:.0f} ms of CPU; peak memory {:.0f} MiB",
-                     cost.attach_ms, cost.attach_cpu_ms, cost.cpu_ms, cost.recording_ms / 1000, share,
+                     cost.attach_ms, cost.attach_cpu_ms, cost.cpu_ms, util::ms_to_s(cost.recording_ms), share,
                      cost.wakeups, rate, cost.stop_cpu_ms, cost.peak_rss_mib);
 }
 
@@ -447,7 +447,7 @@ std::vector<EnvRow> environment_rows(const Report& r) {
       if (std::find(shown.begin(), shown.end(), key) == shown.end()) flatten(value, key, rows);
   }
   rows.push_back({"trace window", (r.start_unix_ns ? utc_time(r.start_unix_ns) : std::string("start unknown")) +
-                                      fmt::format(", {:.1f} s", static_cast<double>(r.duration_ms) / 1000.0)});
+                                      fmt::format(", {:.1f} s", util::ms_to_s(r.duration_ms))});
   rows.push_back({"token times from", r.token_source == "sse" ? "SSE data events in the target's socket sends"
                                                              : r.token_source});
   rows.push_back({"probes", probes_text(r)});

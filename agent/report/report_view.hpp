@@ -18,6 +18,7 @@ using model::Outlier;
 using model::Report;
 using model::RequestRow;
 using model::TtftFit;
+using model::WindowKind;
 
 // "12.3", "-" for NaN/inf.
 std::string ms_cell(double ms);
@@ -91,7 +92,7 @@ struct CauseTotals {
   double total_ms = 0;
   std::vector<CauseTime> causes;
 };
-CauseTotals outlier_totals(const Report& r, const std::string& kind);  // "ttft" | "tpot"
+CauseTotals outlier_totals(const Report& r, WindowKind kind);
 // The typical token's split with the unexplained rest as "unknown".
 CauseTotals typical_totals(const Report& r);
 // The cause with the most time in an outlier (unknown when it has none).

@@ -102,7 +102,7 @@ void outlier_facts(const model::Report& r, FactSet& facts) {
   double total_ms = 0, own_ms = 0, own_threads = 0;
   GpuFacts gpu;
   for (const model::Outlier& o : r.outliers) {
-    if (o.kind == "ttft") ++ttft;
+    if (o.kind == model::WindowKind::kTtft) ++ttft;
     gpu.add(o);
     if (auto own = o.facts.find("own_contention_ms"); own != o.facts.end() && own->is_number()) own_ms += own->get<double>();
     if (auto n = o.facts.find("own_busy_threads"); n != o.facts.end() && n->is_number())
@@ -178,7 +178,7 @@ void ttft_facts(const model::Report& r, FactSet& facts) {
   bool first = false;
   const std::string& first_id = r.request_rows.front().id;
   for (const model::Outlier& o : r.outliers) {
-    if (o.kind != "ttft") continue;
+    if (o.kind != model::WindowKind::kTtft) continue;
     ++ttft;
     if (o.request == first_id) first = true;
     for (const auto& row : r.request_rows)
@@ -254,7 +254,7 @@ FactSet report_facts(const model::Report& r) {
     for (const auto& [key, value] : r.window_facts.items()) set_json(facts, "window." + key, value);
   uint64_t lost = 0;
   for (const model::ProbeStatus& p : r.probes) {
-    facts.set("probes." + p.name + ".attached", p.status == "attached");
+    facts.set("probes." + p.name + ".attached", p.status == model::ProbeState::kAttached);
     lost += p.lost;
   }
   facts.set("probes.lost", lost);

@@ -18,6 +18,7 @@
 #include "trace/trace_file.hpp"
 #include "trace/trace_header.hpp"
 #include "util/files.hpp"
+#include "util/time.hpp"
 
 namespace ld::serve {
 namespace fs = std::filesystem;
@@ -141,7 +142,7 @@ std::string FlightRecorder::tick(uint64_t now_mono_ns, const json& trailer) {
     return "flight recorder: " + problem;
   }
   try {
-    const bool old = now_mono_ns - segment_started_ns_ >= options_.segment_ms * 1'000'000;
+    const bool old = now_mono_ns - segment_started_ns_ >= options_.segment_ms * util::kNsPerMs;
     const bool big = writer_->bytes_written() >= std::max<uint64_t>(options_.max_bytes / 8, 1 << 20);
     if (old || big) {
       json closing = trailer;
@@ -297,7 +298,7 @@ DumpStats FlightRecorder::dump(const std::string& out_path, uint64_t since, uint
   }
   json closing = trailer.is_object() ? trailer : json::object();
   closing["end_mono_ns"] = until;
-  closing["stop_reason"] = "dump";
+  closing["stop_reason"] = std::string(trace::stop_reason_name(trace::StopReason::kDump));
   writer.finish(closing);
   return stats;
 }

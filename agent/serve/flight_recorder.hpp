@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/time.hpp"
+
 struct ld_hdr;
 
 namespace ld::trace { class TraceWriter; }
@@ -24,9 +26,9 @@ namespace ld::serve {
 
 struct FlightOptions {
   std::string dir = "/var/lib/latency-doctor";
-  uint64_t keep_ms = 15 * 60 * 1000;        // segments older than this go
-  uint64_t max_bytes = 256ull << 20;        // and the oldest go past this much disk
-  uint64_t segment_ms = 60 * 1000;          // a new segment this often (or at max_bytes / 8)
+  uint64_t keep_ms = 15 * 60 * util::kMsPerSec;  // segments older than this go
+  uint64_t max_bytes = 256ull << 20;             // and the oldest go past this much disk
+  uint64_t segment_ms = 60 * util::kMsPerSec;    // a new segment this often (or at max_bytes / 8)
 };
 
 // The kernel's boot id: monotonic times of two segments compare only within one boot.

@@ -24,6 +24,7 @@
 #include "host/host_facts.hpp"
 #include "rules/engine.hpp"
 #include "util/files.hpp"
+#include "util/time.hpp"
 
 namespace ld::serve {
 namespace fs = std::filesystem;
@@ -42,7 +43,7 @@ double own_cpu_seconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+         util::us_to_s(static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec));
 }
 
 uint64_t own_rss_bytes() {
@@ -60,7 +61,7 @@ void drop_thread_capabilities() {
 }
 
 std::string utc_stamp(uint64_t unix_ns) {
-  time_t t = static_cast<time_t>(unix_ns / 1'000'000'000ULL);
+  time_t t = static_cast<time_t>(unix_ns / util::kNsPerSec);
   tm parts{};
   gmtime_r(&t, &parts);
   char buf[32];
@@ -182,7 +183,7 @@ void Service::on_start(const trace::TraceHeader& header) {
   started_ = true;
   const uint64_t now = header.start_mono_ns.value_or(host::monotonic_now_ns());
   count_from_ns_ = now;
-  next_cut_ns_ = now + options_.window_ms * 1'000'000;
+  next_cut_ns_ = now + options_.window_ms * util::kNsPerMs;
   last_flush_ns_ = now;
   flight_->start(trace::to_json(header_), now);
 }
@@ -196,7 +197,7 @@ json Service::trailer_json(const std::vector<model::ProbeStatus>& probes, uint64
   trace::TraceTrailer trailer;
   trailer.present = true;
   trailer.end_mono_ns = end_ns;
-  trailer.stop_reason = "segment";
+  trailer.stop_reason = trace::StopReason::kSegment;
   trailer.probes = probes;
   return trace::to_json(trailer);
 }
@@ -206,11 +207,11 @@ void Service::update_agent_metrics() { metrics_.set_agent(own_cpu_seconds(), own
 void Service::on_wake(uint64_t now, const SessionHooks& hooks) {
   // Under load the ring wakes the agent more often than the read interval: targets are looked
   // for once a read interval at most.
-  if (now - last_discovery_ns_ >= options_.flush_ms * 1'000'000) {
+  if (now - last_discovery_ns_ >= options_.flush_ms * util::kNsPerMs) {
     last_discovery_ns_ = now;
     refresh_targets(&hooks);
   }
-  if (now - last_flush_ns_ >= options_.flush_ms * 1'000'000) {
+  if (now - last_flush_ns_ >= options_.flush_ms * util::kNsPerMs) {
     last_flush_ns_ = now;
     std::vector<model::ProbeStatus> probes;
     {
@@ -246,12 +247,12 @@ void Service::cut_window(uint64_t now, const SessionHooks& hooks) {
   job.window.header = header_;
   job.window.probes = probes;
   job.window.count_from_ns = count_from_ns_;
-  const uint64_t settle = options_.settle_ms * 1'000'000;
+  const uint64_t settle = options_.settle_ms * util::kNsPerMs;
   job.window.count_to_ns = std::max(count_from_ns_, now > settle ? now - settle : 0);
   job.window.end_ns = now;
   count_from_ns_ = job.window.count_to_ns;
-  next_cut_ns_ = now + options_.window_ms * 1'000'000;
-  const uint64_t lookback = options_.lookback_ms * 1'000'000;
+  next_cut_ns_ = now + options_.window_ms * util::kNsPerMs;
+  const uint64_t lookback = options_.lookback_ms * util::kNsPerMs;
   buffer_.drop_before(count_from_ns_ > lookback ? count_from_ns_ - lookback : 0);
   const uint64_t dropped = buffer_.take_dropped();
   metrics_.records_dropped(dropped);
@@ -292,7 +293,7 @@ DumpAnswer Service::dump(uint64_t since_ms) {
   static std::atomic<uint64_t> counter{0};
   const std::string tmp = fmt::format("{}/.dump-{}-{}.ldtrace", options_.flight.dir, getpid(), counter++);
   const uint64_t now = host::monotonic_now_ns();
-  const uint64_t span = since_ms * 1'000'000;
+  const uint64_t span = since_ms * util::kNsPerMs;
   std::vector<model::ProbeStatus> probes;
   {
     std::lock_guard lock(mu_);
@@ -383,20 +384,20 @@ void Service::run_window(const WindowInput& input) {
   if (!reason.empty()) {
     std::lock_guard lock(mu_);
     const uint64_t now = input.end_ns;
-    const bool cooling = captured_once_ && now - last_capture_ns_ < options_.capture_cooldown_ms * 1'000'000;
+    const bool cooling = captured_once_ && now - last_capture_ns_ < options_.capture_cooldown_ms * util::kNsPerMs;
     if (!pending_capture_ && !cooling) {
       Job job;
       job.kind = Job::kCapture;
       job.capture_reason = reason == "ttft_p99" ? reason : "crit_finding";
-      const uint64_t before = options_.capture_before_ms * 1'000'000;
+      const uint64_t before = options_.capture_before_ms * util::kNsPerMs;
       job.capture_from_ns = input.count_from_ns > before ? input.count_from_ns - before : 0;
       pending_capture_ = std::move(job);
-      capture_due_ns_ = now + options_.capture_after_ms * 1'000'000;
+      capture_due_ns_ = now + options_.capture_after_ms * util::kNsPerMs;
       last_capture_ns_ = now;
       captured_once_ = true;
       log(fmt::format("trigger {}{}: capturing the flight recorder from {} s before to {} s after",
-                      reason, reason == "ttft_p99" ? fmt::format(" ({:.0f} ms)", result.ttft_p99_s * 1e3) : " (" + crit + ")",
-                      options_.capture_before_ms / 1000, options_.capture_after_ms / 1000));
+                      reason, reason == "ttft_p99" ? fmt::format(" ({:.0f} ms)", util::s_to_ms(result.ttft_p99_s)) : " (" + crit + ")",
+                      options_.capture_before_ms / util::kMsPerSec, options_.capture_after_ms / util::kMsPerSec));
     }
   }
   if (otlp_) export_otlp(result, finding_spans);
@@ -408,12 +409,12 @@ void Service::export_otlp(const WindowResult& result, const std::vector<exporter
   for (size_t index : result.outliers) {
     const auto& o = report.outliers[index];
     exporter::Span span;
-    span.name = o.kind == "ttft" ? "slow first token" : "slow token gap";
+    span.name = o.kind == model::WindowKind::kTtft ? "slow first token" : "slow token gap";
     span.start_unix_ns = model::mono_to_unix_ns(o.start_mono_ns, offset);
     span.end_unix_ns = model::mono_to_unix_ns(o.end_mono_ns, offset);
     json causes = json::array();
     for (const auto& c : o.causes) causes.push_back(std::string(model::cause_id(c.cause)));
-    span.attributes = {{"latency_doctor.outlier.kind", o.kind},
+    span.attributes = {{"latency_doctor.outlier.kind", std::string(model::window_kind_name(o.kind))},
                        {"latency_doctor.outlier.duration_ms", o.duration_ms},
                        {"latency_doctor.outlier.baseline_ms", o.baseline_ms},
                        {"latency_doctor.outlier.request", o.request},

@@ -8,6 +8,7 @@
 #include "analysis/event_analyzer.hpp"
 #include "events.h"
 #include "rules/engine.hpp"
+#include "util/time.hpp"
 
 namespace ld::serve {
 
@@ -73,25 +74,25 @@ void count_window(const model::Report& report, uint64_t from_ns, uint64_t to_ns,
     const auto& tokens = r.token_mono_ns;
     if (tokens.empty()) continue;
     if (in(tokens.front()) && std::isfinite(r.ttft_ms) && r.ttft_ms >= 0)
-      out.observed.ttft_s.push_back(r.ttft_ms / 1e3);
+      out.observed.ttft_s.push_back(util::ms_to_s(r.ttft_ms));
     for (size_t i = 1; i < tokens.size(); ++i)
       if (in(tokens[i]) && tokens[i] >= tokens[i - 1])
-        out.observed.gap_s.push_back(static_cast<double>(tokens[i] - tokens[i - 1]) / 1e9);
+        out.observed.gap_s.push_back(util::ns_to_s(tokens[i] - tokens[i - 1]));
   }
   for (size_t i = 0; i < report.outliers.size(); ++i) {
     const auto& o = report.outliers[i];
     if (!in(o.end_mono_ns)) continue;
     out.outliers.push_back(i);
-    out.observed.outliers[o.kind]++;
+    out.observed.outliers[std::string(model::window_kind_name(o.kind))]++;
     double explained = 0;
     for (const auto& c : o.causes) {
-      out.observed.outlier_seconds[std::string(model::cause_id(c.cause))] += c.ms / 1e3;
+      out.observed.outlier_seconds[std::string(model::cause_id(c.cause))] += util::ms_to_s(c.ms);
       explained += c.ms;
     }
     // What no cause explains is `unknown`: the counter adds up to the outliers' whole time.
     if (o.duration_ms - explained > 1e-6)
       out.observed.outlier_seconds[std::string(model::cause_id(model::Cause::kUnknown))] +=
-          (o.duration_ms - explained) / 1e3;
+          util::ms_to_s(o.duration_ms - explained);
   }
   for (const auto& f : report.findings) {
     auto& severity = out.observed.findings[f.rule];
@@ -118,7 +119,7 @@ WindowResult analyze_window(const WindowInput& input, const rules::RuleSet& rule
   meta.header.duration_requested_ms = 0;
   meta.trailer.present = true;
   meta.trailer.end_mono_ns = input.end_ns;
-  meta.trailer.stop_reason = "window";
+  meta.trailer.stop_reason = trace::StopReason::kWindow;
   meta.trailer.probes = input.probes;
   result.report = analyzer.finish(meta, "sse", {});
   rules::apply_rules(result.report, rules, rules::host_facts_of(result.report));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "events.h"
+#include "util/time.hpp"
 
 namespace ld::trace {
 
@@ -48,7 +49,7 @@ const char* cuda_kind_name(uint16_t kind) {
 std::string describe_cuda_call(const ld_cuda_call& c) {
   std::string out = fmt::format("{} {}", cuda_kind_name(c.kind), cuda_api_name(c.api));
   if (c.kind == LD_CUDA_LAUNCH) out += fmt::format(" x{}", c.count);
-  out += fmt::format(" {:.3f} ms", double(c.dur_ns) / 1e6);
+  out += fmt::format(" {:.3f} ms", util::ns_to_ms(c.dur_ns));
   if (c.kind == LD_CUDA_SYNC && c.arg) {
     bool event = c.api == LD_CU_EVENT_SYNCHRONIZE || c.api == LD_CUDART_EVENT_SYNCHRONIZE;
     out += fmt::format(" {} {:#x}", event ? "event" : "stream", c.arg);

@@ -77,7 +77,7 @@ class Fields {
 json probes_to_json(const std::vector<model::ProbeStatus>& probes) {
   json list = json::array();
   for (const auto& p : probes)
-    list.push_back({{"name", p.name}, {"status", p.status}, {"reason", p.reason}, {"events", p.events},
+    list.push_back({{"name", p.name}, {"status", std::string(p.status_name())}, {"reason", p.reason}, {"events", p.events},
                     {"lost", p.lost}});
   return list;
 }
@@ -87,9 +87,16 @@ std::vector<model::ProbeStatus> probes_from(const json& list, Fields& fields) {
   if (!list.is_array()) return probes;
   for (const auto& p : list) {
     if (!p.is_object()) continue;
-    probes.push_back({fields.str(p, "name", "?", "probes[].name"), fields.str(p, "status", "?", "probes[].status"),
-                      fields.str(p, "reason", "", "probes[].reason"), fields.u64(p, "events", 0, "probes[].events"),
-                      fields.u64(p, "lost", 0, "probes[].lost")});
+    // One field after another, in the order `mistyped` names them.
+    model::ProbeStatus probe;
+    probe.name = fields.str(p, "name", "?", "probes[].name");
+    std::string status = fields.str(p, "status", "?", "probes[].status");
+    if (auto known = model::parse_probe_state(status)) probe.status = *known;
+    else probe.other_status = std::move(status);  // "?" when absent, as the reports show it
+    probe.reason = fields.str(p, "reason", "", "probes[].reason");
+    probe.events = fields.u64(p, "events", 0, "probes[].events");
+    probe.lost = fields.u64(p, "lost", 0, "probes[].lost");
+    probes.push_back(std::move(probe));
   }
   return probes;
 }
@@ -152,7 +159,7 @@ json to_json(const TraceHeader& h) {
 }
 
 json to_json(const TraceTrailer& t) {
-  json out = {{"stop_reason", t.stop_reason},
+  json out = {{"stop_reason", std::string(t.stop_reason_name())},
               {"attach_ms", t.attach_ms},
               {"probes", probes_to_json(t.probes)},
               {"agent", agent_cost_to_json(t.agent)}};
@@ -202,7 +209,12 @@ TraceMeta read_meta(const json& header, const json& trailer) {
   h.children = fields.boolean(target, "children", false, "header target.children");
   h.duration_requested_ms = fields.u64(header, "duration_requested_ms", 0, "header duration_requested_ms");
   h.probes_requested = fields.strings(header, "probes_requested", "header probes_requested");
-  t.stop_reason = fields.str(trailer, "stop_reason", "", "trailer stop_reason");
+  std::string stop_reason = fields.str(trailer, "stop_reason", "", "trailer stop_reason");
+  if (auto known = parse_stop_reason(stop_reason)) t.stop_reason = *known;
+  else {
+    t.stop_reason = StopReason::kOther;
+    t.other_stop_reason = std::move(stop_reason);
+  }
   t.attach_ms = fields.number(trailer, "attach_ms", 0, "trailer attach_ms");
   return meta;
 }

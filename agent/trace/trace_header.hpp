@@ -10,11 +10,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "model/report.hpp"
+#include "util/enum_names.hpp"
 
 namespace ld::trace {
 
@@ -39,13 +41,43 @@ struct TraceHeader {
   std::vector<model::ProbeStatus> probes;
 };
 
+// Why a recording ended: the trailer's "stop_reason".
+enum class StopReason : uint8_t {
+  kNone,        // none written: a trace without a trailer, or the agent has not stopped yet
+  kDuration,    // --duration ran out
+  kSignal,      // SIGINT or SIGTERM
+  kTargetExit,  // every target exited
+  kSegment,     // serve: a flight-recorder segment was closed
+  kWindow,      // serve: the in-memory trace of one analysis window
+  kDump,        // dump: the flight recorder's last minutes, saved
+  kOther,       // a name this version does not know: TraceTrailer::other_stop_reason
+};
+inline constexpr util::EnumNames<StopReason, 7> kStopReasonNames{{{StopReason::kNone, ""},
+                                                                   {StopReason::kDuration, "duration"},
+                                                                   {StopReason::kSignal, "signal"},
+                                                                   {StopReason::kTargetExit, "target-exit"},
+                                                                   {StopReason::kSegment, "segment"},
+                                                                   {StopReason::kWindow, "window"},
+                                                                   {StopReason::kDump, "dump"}}};
+static_assert(util::names_every_value_in_order(kStopReasonNames));
+inline std::string_view stop_reason_name(StopReason reason) { return util::name_of(kStopReasonNames, reason); }
+inline std::optional<StopReason> parse_stop_reason(std::string_view name) {
+  return util::value_of(kStopReasonNames, name);
+}
+
 struct TraceTrailer {
   bool present = false;                   // false: the agent was killed before it wrote one
   std::optional<uint64_t> end_mono_ns;    // the window's end; absent: the last record's
-  std::string stop_reason;                // duration | signal | target-exit
+  StopReason stop_reason = StopReason::kNone;
+  std::string other_stop_reason{};        // kOther: the name as read, written back as it was
   double attach_ms = 0;
   std::vector<model::ProbeStatus> probes; // counters at the end: events and losses per probe
   model::AgentCost agent;                 // unknown (known = false) when any part is missing
+
+  // The name the trailer holds.
+  std::string_view stop_reason_name() const {
+    return stop_reason == StopReason::kOther ? other_stop_reason : trace::stop_reason_name(stop_reason);
+  }
 };
 
 nlohmann::json to_json(const TraceHeader& header);

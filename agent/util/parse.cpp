@@ -3,6 +3,8 @@
 #include <cctype>
 #include <utility>
 
+#include "util/time.hpp"
+
 namespace ld::util {
 
 namespace {
@@ -23,9 +25,9 @@ std::optional<uint64_t> parse_duration_ms(const std::string& text) {
   auto [value, unit] = *parsed;
   uint64_t scale = 0;
   if (unit == "ms") scale = 1;
-  else if (unit == "s" || unit.empty()) scale = 1000;  // a bare number is seconds
-  else if (unit == "m") scale = 60 * 1000;
-  else if (unit == "h") scale = 3600 * 1000;
+  else if (unit == "s" || unit.empty()) scale = kMsPerSec;  // a bare number is seconds
+  else if (unit == "m") scale = 60 * kMsPerSec;
+  else if (unit == "h") scale = 3600 * kMsPerSec;
   if (scale == 0 || value == 0) return std::nullopt;
   return value * scale;
 }

@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   store.finish();
   ld::model::Report report;
   ld::model::Outlier o;
-  o.kind = "tpot";
+  o.kind = ld::model::WindowKind::kTpot;
   o.tid = 0;
   for (const auto& [tid, t] : store.threads()) o.tid = tid;
   o.start_mono_ns = 0;

@@ -129,6 +129,6 @@ TEST(ProbeCoreBtf, ProbesAttachWithoutIt) {
   ld::probes::ProbeSession session(options, [](const ld_hdr&, size_t) {});
   for (const auto& p : session.status())
     if (p.name == "sock" || p.name == "sched" || p.name == "memory") {
-      EXPECT_EQ(p.status, "attached") << p.name << ": " << p.reason;
+      EXPECT_EQ(p.status, ld::model::ProbeState::kAttached) << p.name << ": " << p.reason;
     }
 }

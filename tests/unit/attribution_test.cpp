@@ -15,6 +15,7 @@
 
 using ld::analysis::Attributor;
 using ld::model::Cause;
+using ld::model::WindowKind;
 using ld::analysis::EvidenceStore;
 using ld::analysis::WindowAccount;
 
@@ -436,7 +437,7 @@ TEST(Attribution, ReportOutliersCarryTheCauseAndTheTypicalProfile) {
   ASSERT_TRUE(report.attributed);
   ASSERT_EQ(report.outliers.size(), 1u);
   const auto& o = report.outliers[0];
-  EXPECT_EQ(o.kind, "tpot");
+  EXPECT_EQ(o.kind, WindowKind::kTpot);
   EXPECT_EQ(o.token_index, 10u);
   EXPECT_DOUBLE_EQ(o.duration_ms, 400);
   EXPECT_DOUBLE_EQ(o.baseline_ms, 40);
@@ -630,8 +631,8 @@ TEST(BatchInterference, AFirstTokenQueuedBehindAnEarlierPrefillIsBatchInterferen
   const ld::model::Outlier* c_first = nullptr;
   const ld::model::Outlier* b_first = nullptr;
   for (const auto& o : report.outliers) {
-    if (o.kind == "ttft" && o.request == "100:c3#1") c_first = &o;
-    if (o.kind == "ttft" && o.request == "100:c2#1") b_first = &o;
+    if (o.kind == WindowKind::kTtft && o.request == "100:c3#1") c_first = &o;
+    if (o.kind == WindowKind::kTtft && o.request == "100:c2#1") b_first = &o;
   }
   ASSERT_NE(c_first, nullptr);
   EXPECT_EQ(c_first->causes[0].cause, Cause::kBatchInterference);
@@ -642,7 +643,7 @@ TEST(BatchInterference, AFirstTokenQueuedBehindAnEarlierPrefillIsBatchInterferen
   // A's slow gap overlapped both prompts: B's, the longer overlap, is named; both are listed.
   size_t gaps = 0;
   for (const auto& o : report.outliers) {
-    if (o.kind != "tpot") continue;
+    if (o.kind != WindowKind::kTpot) continue;
     ++gaps;
     EXPECT_EQ(o.causes[0].cause, Cause::kBatchInterference);
     EXPECT_EQ(o.causes[0].evidence["request"], "100:c2#1");

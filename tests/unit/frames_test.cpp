@@ -151,7 +151,7 @@ void build(Scenario& s, Slow slow, Typical typical, const ld::analysis::FrameOpt
   row.tokens = row.token_mono_ns.size();
   s.report.request_rows.push_back(row);
   ld::model::Outlier o;
-  o.kind = "tpot";
+  o.kind = ld::model::WindowKind::kTpot;
   o.request = "r1";
   o.token_index = 15;
   o.start_mono_ns = row.token_mono_ns[14];

@@ -55,7 +55,7 @@ std::vector<uint64_t> tokens_every(uint64_t first_ms, uint64_t gap_ms, size_t n)
   return t;
 }
 
-Outlier outlier(const Report& r, const std::string& kind, size_t row, size_t token,
+Outlier outlier(const Report& r, ld::model::WindowKind kind, size_t row, size_t token,
                 std::vector<CauseTime> causes) {
   const auto& req = r.request_rows.at(row);
   Outlier o;
@@ -84,10 +84,10 @@ Report sample_report() {
   ld::model::Target target{{42}, kHostile, "/opt/llm/server|v2"};
   Report r = ld::analysis::build_report(t, target, kBase, kBase + 10'000 * kMs, kOffset);
   r.attributed = true;
-  r.outliers.push_back(outlier(r, "tpot", 1, 5,
+  r.outliers.push_back(outlier(r, ld::model::WindowKind::kTpot, 1, 5,
                                {{ld::model::Cause::kDiskIo, 300, 0.75, {{"syscall", "fsync"}, {"path", "/var/log/<app>.log"}}},
                                 {ld::model::Cause::kCompute, 60, 0.15, json::object()}}));
-  r.outliers.push_back(outlier(r, "ttft", 2, 0, {{ld::model::Cause::kKvAlloc, 500, 0.55, {{"mmap_bytes", 1 << 30}}}}));
+  r.outliers.push_back(outlier(r, ld::model::WindowKind::kTtft, 2, 0, {{ld::model::Cause::kKvAlloc, 500, 0.55, {{"mmap_bytes", 1 << 30}}}}));
   r.typical = {40, 1600, {{ld::model::Cause::kCompute, 1400, 0.875, json::object()}, {ld::model::Cause::kCpuContention, 100, 0.0625, json::object()}}, {}, 0, {}, 0};
   r.ttft_fit = {true, "bytes", 5.0, 20.0, 0.93, 3};
   r.periodicity = {true, 60.0, 4, "pid 812 (prometheus) ran"};
@@ -103,8 +103,8 @@ Report sample_report() {
   r.findings.push_back(f);
   r.host = {{"kernel", "6.1.0-test"}, {"cpu_model", "Test CPU @ 2.0GHz"}, {"cpus", 2}, {"governor", "powersave"},
             {"sysctl", {{"net.core.somaxconn", "4096"}}}, {"cgroup", {{"cpu_max", "200000 100000"}}}};
-  r.probes.push_back({"sock", "attached", "", 1000, 0});
-  r.probes.push_back({"sched", "attached", "", 5000, 17});
+  r.probes.push_back({"sock", ld::model::ProbeState::kAttached, "", 1000, 0});
+  r.probes.push_back({"sched", ld::model::ProbeState::kAttached, "", 5000, 17});
   r.warnings.push_back("a warning with <b>markup</b>");
   return r;
 }
@@ -204,7 +204,7 @@ TEST(ReportView, BoxWhiskersStopAtOnePointFiveIqr) {
 
 TEST(ReportView, CauseTotalsAddTheUnexplainedRestAsUnknown) {
   const Report r = sample_report();
-  const auto gaps = ld::report::outlier_totals(r, "tpot");
+  const auto gaps = ld::report::outlier_totals(r, ld::model::WindowKind::kTpot);
   EXPECT_EQ(gaps.windows, 1u);
   EXPECT_DOUBLE_EQ(gaps.total_ms, 400);
   ASSERT_EQ(gaps.causes.size(), 3u);
@@ -248,7 +248,7 @@ TEST(ReportView, TimelineSampleKeepsEveryOutlierRequest) {
   for (size_t i = 0; i < 300; ++i)
     t.requests.push_back(request("42:c" + std::to_string(i) + "#1", i * 10, tokens_every(i * 10 + 50, 20, 20), 100, 43));
   Report r = ld::analysis::build_report(t, {{42}, "srv", ""}, kBase, kBase + 20'000 * kMs, kOffset);
-  for (size_t row : {3u, 150u, 151u, 299u}) r.outliers.push_back(outlier(r, "tpot", row, 3, {}));
+  for (size_t row : {3u, 150u, 151u, 299u}) r.outliers.push_back(outlier(r, ld::model::WindowKind::kTpot, row, 3, {}));
 
   const auto sample = ld::report::sample_timeline(r, 2000, 150);
   EXPECT_TRUE(sample.downsampled);
@@ -344,7 +344,7 @@ TEST(RenderHtml, LargeTraceIsDownsampledButKeepsEveryOutlier) {
     t.requests.push_back(request("42:c" + std::to_string(i) + "#1", i * 10, tokens_every(i * 10 + 50, 20, 30), 100, 43));
   Report r = ld::analysis::build_report(t, {{42}, "srv", ""}, kBase, kBase + 20'000 * kMs, kOffset);
   for (size_t row : {7u, 200u, 399u})
-    r.outliers.push_back(outlier(r, "tpot", row, 4, {{ld::model::Cause::kGil, 15, 0.75, json::object()}}));
+    r.outliers.push_back(outlier(r, ld::model::WindowKind::kTpot, row, 4, {{ld::model::Cause::kGil, 15, 0.75, json::object()}}));
   const std::string html = ld::report::render_html(r);
   EXPECT_NE(html.find("Large trace: showing"), std::string::npos);
   EXPECT_NE(html.find("all 3 with an outlier"), std::string::npos);

@@ -51,8 +51,8 @@ Timeline sample_timeline() {
 Report sample_report() {
   ld::model::Target target{{1234, 1235}, "python3", "/usr/bin/python3.11"};
   Report r = build_report(sample_timeline(), target, 0, 30'000 * kMs, kOffset);
-  r.probes.push_back({"sock", "attached", "", 1000, 0});
-  r.probes.push_back({"sched", "unavailable", "no tracepoint sched_switch", 0, 0});
+  r.probes.push_back({"sock", ld::model::ProbeState::kAttached, "", 1000, 0});
+  r.probes.push_back({"sched", ld::model::ProbeState::kUnavailable, "no tracepoint sched_switch", 0, 0});
   return r;
 }
 
@@ -195,7 +195,7 @@ TEST(Report, MillisecondsAreRoundedToThreeDecimals) {
 TEST(Report, OutliersAndFindingsFollowTheContract) {
   Report r = sample_report();
   ld::model::Outlier o;
-  o.kind = "tpot";
+  o.kind = ld::model::WindowKind::kTpot;
   o.request = "42:c1#2";
   o.token_index = 1;
   o.start_unix_ns = 1;

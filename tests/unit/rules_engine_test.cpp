@@ -311,7 +311,7 @@ TEST(RulesApply, ReportGetsFindingsAndLoadProblemsAsWarnings) {
   report.target.pids = {31337};
   report.duration_ms = 1000;
   ld::model::Outlier o;
-  o.kind = "tpot";
+  o.kind = ld::model::WindowKind::kTpot;
   o.request = "r1";
   o.duration_ms = 200;
   o.causes.push_back({ld::model::Cause::kDiskIo, 180, 0.9, {{"syscall", "fdatasync"}}});

@@ -64,7 +64,7 @@ Report clean_report() {
   r.ttft_ms = ld::model::describe(ttft);
   r.tpot_ms = ld::model::describe(gaps);
   for (const char* probe : {"sock", "sched", "perf", "memory", "disk", "gil", "futex", "tcp", "cgroup", "reclaim", "cpufreq"})
-    r.probes.push_back({probe, "attached", "", 1000, 0});
+    r.probes.push_back({probe, ld::model::ProbeState::kAttached, "", 1000, 0});
   r.typical.windows = r.gaps;
   r.typical.total_ms = 40.0 * static_cast<double>(r.gaps);
   r.typical.causes = {{ld::model::Cause::kCompute, 38.0 * static_cast<double>(r.gaps), 0.95, json::object()},
@@ -78,10 +78,10 @@ Report clean_report() {
 
 ld::model::Outlier outlier_from(const json& j, const Report& r) {
   ld::model::Outlier o;
-  o.kind = j.at("kind");
+  o.kind = ld::model::parse_window_kind(j.at("kind").get<std::string>()).value();
   o.request = j.at("request");
   o.duration_ms = j.at("duration_ms");
-  o.baseline_ms = o.kind == "ttft" ? r.ttft_ms.p50 : r.tpot_ms.p50;
+  o.baseline_ms = o.kind == ld::model::WindowKind::kTtft ? r.ttft_ms.p50 : r.tpot_ms.p50;
   for (const json& c : j.at("causes"))
     o.causes.push_back({ld::model::parse_cause(c.at("cause").get<std::string>()).value(), c.at("ms"), c.at("ms").get<double>() / o.duration_ms,
                         c.value("evidence", json::object())});

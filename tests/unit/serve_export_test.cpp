@@ -40,8 +40,11 @@ TEST(ServeMetrics, ContractNamesBaseUnitsAndNoPerRequestLabels) {
   w.outliers = {{"tpot", 2}};
   w.findings = {{"fsync_on_token_path", "crit"}};
   m.add_window(w);
-  m.set_probes({{"sock", "attached", "", 100, 0}, {"sched", "attached", "", 50, 3}, {"gil", "unavailable", "x", 0, 0}});
-  m.set_probes({{"sock", "attached", "", 160, 0}, {"sched", "attached", "", 70, 5}});
+  using ld::model::ProbeState;
+  m.set_probes({{"sock", ProbeState::kAttached, "", 100, 0},
+                {"sched", ProbeState::kAttached, "", 50, 3},
+                {"gil", ProbeState::kUnavailable, "x", 0, 0}});
+  m.set_probes({{"sock", ProbeState::kAttached, "", 160, 0}, {"sched", ProbeState::kAttached, "", 70, 5}});
   m.set_agent(1.5, 40 << 20);
   const std::string text = exposition(m);
   for (const char* name :

@@ -92,7 +92,7 @@ TEST(ServeWindow, CountsEachObservationInTheWindowWhereItsTokenWasSent) {
   report.request_rows.push_back(row("a", 100, {150, 160, 170, 250}));  // gaps end at 160, 170, 250
   report.request_rows.push_back(row("b", 180, {260}));
   ld::model::Outlier o;
-  o.kind = "tpot";
+  o.kind = ld::model::WindowKind::kTpot;
   o.request = "a";
   o.end_mono_ns = 250;
   o.duration_ms = 0.08;

@@ -112,9 +112,9 @@ TEST(TraceMeta, HeaderAndTrailerRoundTripThroughJson) {
   ld::trace::TraceTrailer t;
   t.present = true;
   t.end_mono_ns = 456;
-  t.stop_reason = "signal";
+  t.stop_reason = ld::trace::StopReason::kSignal;
   t.attach_ms = 12.5;
-  t.probes = {{"sock", "attached", "why", 10, 2}};
+  t.probes = {{"sock", ld::model::ProbeState::kAttached, "why", 10, 2}};
   t.agent = {true, 1.5, 2.5, 3000, 4.25, 5, 6.5, 40.125};
 
   const auto meta = ld::trace::read_meta(ld::trace::to_json(h), ld::trace::to_json(t));
@@ -137,13 +137,46 @@ TEST(TraceMeta, HeaderAndTrailerRoundTripThroughJson) {
   const auto& rt = meta.trailer;
   EXPECT_TRUE(rt.present);
   EXPECT_EQ(rt.end_mono_ns, 456u);
-  EXPECT_EQ(rt.stop_reason, "signal");
+  EXPECT_EQ(rt.stop_reason, ld::trace::StopReason::kSignal);
+  EXPECT_EQ(ld::trace::to_json(rt)["stop_reason"], "signal");
   EXPECT_DOUBLE_EQ(rt.attach_ms, 12.5);
   ASSERT_EQ(rt.probes.size(), 1u);
   EXPECT_EQ(rt.probes[0].lost, 2u);
   EXPECT_TRUE(rt.agent.known);
   EXPECT_EQ(rt.agent.wakeups, 5u);
   EXPECT_DOUBLE_EQ(rt.agent.peak_rss_mib, 40.125);
+}
+
+TEST(TraceMeta, AProbeStatusOfAnotherVersionIsKeptAsWritten) {
+  json trailer = good_trailer();
+  trailer["probes"] = json::array({{{"name", "sock"}, {"status", "attached"}},
+                                   {{"name", "gpu"}, {"status", "paused"}},
+                                   {{"name", "old"}}});
+  const auto meta = ld::trace::read_meta(good_header(), trailer);
+  ASSERT_EQ(meta.trailer.probes.size(), 3u);
+  EXPECT_EQ(meta.trailer.probes[0].status, ld::model::ProbeState::kAttached);
+  EXPECT_EQ(meta.trailer.probes[1].status, ld::model::ProbeState::kOther);
+  EXPECT_EQ(meta.trailer.probes[1].status_name(), "paused");
+  EXPECT_EQ(meta.trailer.probes[2].status_name(), "?");  // no status: what the reports always showed
+  const json again = ld::trace::to_json(meta.trailer);
+  EXPECT_EQ(again["probes"][0]["status"], "attached");
+  EXPECT_EQ(again["probes"][1]["status"], "paused");
+  EXPECT_EQ(again["probes"][2]["status"], "?");
+}
+
+TEST(TraceMeta, AStopReasonOfAnotherVersionIsKeptAsWritten) {
+  for (const char* name : {"duration", "signal", "target-exit", "segment", "window", "dump", "", "oom-kill"}) {
+    json trailer = good_trailer();
+    trailer["stop_reason"] = name;
+    const auto meta = ld::trace::read_meta(good_header(), trailer);
+    EXPECT_TRUE(meta.mistyped.empty()) << name;
+    EXPECT_EQ(meta.trailer.stop_reason_name(), name);
+    EXPECT_EQ(meta.trailer.stop_reason == ld::trace::StopReason::kOther, std::string(name) == "oom-kill") << name;
+    EXPECT_EQ(ld::trace::to_json(meta.trailer)["stop_reason"], name);
+  }
+  const auto none = ld::trace::read_meta(good_header(), good_trailer());  // no stop_reason at all
+  EXPECT_EQ(none.trailer.stop_reason, ld::trace::StopReason::kNone);
+  EXPECT_EQ(ld::trace::to_json(none.trailer)["stop_reason"], "");
 }
 
 TEST(TraceMeta, AnEarlyTraceWithProbesInTheHeaderAndNoTrailerStillReads) {
