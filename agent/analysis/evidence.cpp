@@ -137,6 +137,7 @@ bool EvidenceStore::decode<LD_EV_OFFCPU>(const ld_hdr& rec, size_t size) {
   o.wake_ns = e->wake_ns;
   o.on_ns = e->on_ns;
   o.preempted = e->kind == LD_OFF_PREEMPTED;
+  o.cpu = static_cast<uint16_t>(rec.cpu);
   o.syscall_nr = e->syscall_nr;
   o.kstack_id = e->kstack_id;
   o.waker_tid = e->waker_tid;
@@ -473,6 +474,7 @@ void EvidenceStore::finish() {
   sort_by(net_, [](const NetSample& n) { return n.ts_ns; });
   sort_by(tcp_, [](const TcpEvent& e) { return e.ts_ns; });
   sort_by(freq_, [](const FreqSample& f) { return f.ts_ns; });
+  for (const FreqSample& f : freq_) freq_by_cpu_[f.cpu].push_back(f);
   sort_by(gpu_, [](const GpuSample& g) { return g.ts_ns; });
   std::sort(retransmits_.begin(), retransmits_.end());
   infer_gpu_queued();
@@ -483,6 +485,11 @@ bool GpuSample::throttled() const {
                                LD_GPU_R_HW_THERMAL | LD_GPU_R_HW_POWER_BRAKE;
   if (reasons == ~0ULL || !(reasons & kLimits) || sm_mhz == ~0u || sm_max_mhz == ~0u || !sm_max_mhz) return false;
   return 10ULL * sm_mhz < 9ULL * sm_max_mhz;
+}
+
+const std::vector<FreqSample>* EvidenceStore::freq_of(uint32_t cpu) const {
+  auto it = freq_by_cpu_.find(cpu);
+  return it == freq_by_cpu_.end() ? nullptr : &it->second;
 }
 
 bool CudaCall::blocks() const { return kind == LD_CUDA_SYNC || kind == LD_CUDA_MEMCPY || kind == LD_CUDA_ALLOC; }

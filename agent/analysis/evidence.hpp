@@ -36,6 +36,7 @@ struct OffCpu {
   // bulk of a trace's evidence, and a few dozen distinct names repeat millions of times.
   uint32_t waker_comm = 0, holder_comm = 0;
   bool preempted = false;
+  uint16_t cpu = 0;  // where it ran after on_ns (the record is written at the switch-in)
 };
 
 struct SchedAgg {
@@ -187,6 +188,8 @@ class EvidenceStore {
   const std::vector<NetSample>& net_samples() const { return net_; }
   const std::vector<TcpEvent>& tcp_events() const { return tcp_; }
   const std::vector<FreqSample>& freq_samples() const { return freq_; }
+  // One CPU's frequency samples in time order (null when none): the clock a span ran at.
+  const std::vector<FreqSample>* freq_of(uint32_t cpu) const;
   const std::vector<GpuSample>& gpu_samples() const { return gpu_; }
   uint64_t retransmits_between(uint64_t a, uint64_t b) const;
   // CUDA (the cuda probe): whether a thread called CUDA (an engine thread), and the spans in
@@ -249,6 +252,7 @@ class EvidenceStore {
   std::vector<NetSample> net_;
   std::vector<TcpEvent> tcp_;
   std::vector<FreqSample> freq_;
+  std::map<uint32_t, std::vector<FreqSample>> freq_by_cpu_;
   std::vector<GpuSample> gpu_;
   std::vector<uint64_t> retransmits_;
   std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> gpu_queued_;  // by tgid

@@ -67,6 +67,7 @@ class Walker {
   // walk_running.cpp
   void running(const ThreadEvidence* t, uint64_t a, uint64_t b, const Frame& f);
   uint64_t short_runnable(const ThreadEvidence& t, uint64_t a, uint64_t b, uint64_t left, WindowAccount& acc);
+  uint64_t slow_clock(const ThreadEvidence& t, uint64_t a, uint64_t b, uint64_t left, WindowAccount& acc);
   void collect_cover(const ThreadEvidence& t, uint64_t a, uint64_t b, Cover& cover);
   uint64_t timed_on_cpu(const ThreadEvidence& t, uint64_t a, uint64_t b, uint64_t left, const Frame& f,
                         Cover& cover);

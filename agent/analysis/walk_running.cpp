@@ -3,6 +3,8 @@
 // stalls in the span by the precedence table, then the on-CPU samples place the rest.
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <optional>
 
 #include "analysis/walk.hpp"
 #include "util/time.hpp"
@@ -11,6 +13,39 @@ namespace ld::analysis {
 
 namespace {
 
+
+// The CPU a thread ran on at `ts`: where its last switch-in before `ts` put it (nullopt before
+// its first one). A span is on one CPU: the walk splits running time at every switch.
+std::optional<uint32_t> cpu_at(const ThreadEvidence& t, uint64_t ts) {
+  const auto after = std::partition_point(t.offcpu.begin(), t.offcpu.end(),
+                                          [&](const OffCpu& o) { return o.on_ns <= ts; });
+  if (after == t.offcpu.begin()) return std::nullopt;
+  return std::prev(after)->cpu;
+}
+
+struct ClockLoss {
+  double lost_ns = 0;  // of the span's wall time, what a CPU at its top speed would not have spent
+  uint32_t khz_min = ~0u, khz_max = 0;
+};
+
+// The clock in force over [a, b] on one CPU (each sample holds until the next), and the time it
+// lost where it ran below kSlowClockShare of the CPU's maximum.
+ClockLoss clock_loss(const std::vector<FreqSample>& freq, uint64_t a, uint64_t b) {
+  ClockLoss loss;
+  auto it = std::partition_point(freq.begin(), freq.end(), [&](const FreqSample& s) { return s.ts_ns <= a; });
+  if (it != freq.begin()) --it;
+  for (; it != freq.end() && it->ts_ns < b; ++it) {
+    const uint64_t from = std::max(a, it->ts_ns);
+    const uint64_t to = std::next(it) == freq.end() ? b : std::min(b, std::next(it)->ts_ns);
+    if (!it->max_khz || to <= from) continue;
+    const double ratio = static_cast<double>(it->khz) / static_cast<double>(it->max_khz);
+    if (ratio >= thresholds::kSlowClockShare) continue;
+    loss.lost_ns += static_cast<double>(to - from) * (1 - ratio);
+    loss.khz_min = std::min(loss.khz_min, it->khz);
+    loss.khz_max = std::max(loss.khz_max, it->max_khz);
+  }
+  return loss;
+}
 
 // Takes up to `ns` of what is left of the span for `cause`.
 uint64_t take(WindowAccount& acc, Cause cause, uint64_t ns, uint64_t& left) {
@@ -31,9 +66,25 @@ void Walker::running(const ThreadEvidence* t, uint64_t a, uint64_t b, const Fram
     Cover cover;
     left = timed_on_cpu(*t, a, b, left, f, cover);
     left = samples_on_cpu(*t, a, b, left, f, cover);
+    if (base == Cause::kCompute && left) left -= slow_clock(*t, a, b, left, f.acc);
     if (f.acc.keep_compute && base == Cause::kCompute && left) f.acc.compute_pieces.push_back({a, b, t->tid, left});
   }
   f.acc.charge(base, left);
+}
+
+uint64_t Walker::slow_clock(const ThreadEvidence& t, uint64_t a, uint64_t b, uint64_t left, WindowAccount& acc) {
+  const std::optional<uint32_t> cpu = cpu_at(t, a);
+  const std::vector<FreqSample>* freq = cpu ? store_.freq_of(*cpu) : nullptr;
+  if (!freq || b <= a) return 0;
+  const ClockLoss loss = clock_loss(*freq, a, b);
+  // Only the span's compute ran slower, not its faults or calls: the loss scales with it.
+  const auto ns = std::min(left, static_cast<uint64_t>(loss.lost_ns * static_cast<double>(left) /
+                                                       static_cast<double>(b - a)));
+  if (!ns) return 0;
+  acc.charge(Cause::kCpuFrequency, ns);
+  acc.note(Cause::kCpuFrequency, ns, {{"khz_min", loss.khz_min}, {"khz_max", loss.khz_max}},
+           {{"slow_clock_ms", util::ns_to_ms(ns)}});
+  return ns;
 }
 
 uint64_t Walker::short_runnable(const ThreadEvidence& t, uint64_t a, uint64_t b, uint64_t left, WindowAccount& acc) {

@@ -39,6 +39,10 @@ inline constexpr double kDenseFaultsPerMs = 20;
 // Short runnable slices (summed per period by the sched probe) are prorated into a running
 // span; at most this share of the span: the rest was on CPU, whatever the proration says.
 inline constexpr double kShortRunnableMaxShare = 0.5;
+// A CPU below this share of its top frequency is clocked down (the cpu_frequency rule's
+// window.cpu_freq_min_ratio uses the same line): above it, the loss is within what turbo and
+// the governor's ramp move anyway; below it, compute runs measurably slower.
+inline constexpr double kSlowClockShare = 0.8;
 // A block in futex is a GIL wait by the GIL probe's timings when they cover at least this share
 // of it (a sleep or a read between two GIL waits is not one).
 inline constexpr double kGilProbeCoverShare = 0.5;

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -369,6 +370,63 @@ TEST(Attribution, KernelStacksSayWhatTheCpuDid) {
   EXPECT_EQ(classify_kernel_stack({"shrink_node+0x10", "try_to_free_pages+0x20", "asm_exc_page_fault+0x22"}),
             Cause::kSwapReclaim);
   EXPECT_EQ(classify_kernel_stack({"_raw_spin_lock+0x5", "do_syscall_64+0x80"}), Cause::kCompute);
+}
+
+namespace {
+// CPU `cpu` runs at `khz` of `max_khz` from `ts` on (a sample holds until the next).
+void clock(EvidenceStore& store, uint32_t cpu, uint64_t ts, uint32_t khz, uint32_t max_khz) {
+  auto r = record<ld_cpu_freq>(LD_EV_CPU_FREQ, 0, 0, ts);
+  r.hdr.cpu = cpu;
+  r.cpu_id = cpu;
+  r.khz = khz;
+  r.max_khz = max_khz;
+  add(store, r);
+}
+
+// Thread 100 is switched in on `cpu` at 10 ms and computes until 110 ms.
+EvidenceStore computing_on(uint32_t cpu, const std::function<void(EvidenceStore&)>& clocks) {
+  EvidenceStore store;
+  auto r = record<ld_offcpu>(LD_EV_OFFCPU, 100, 100, 10 * kMs);
+  r.hdr.cpu = cpu;
+  r.off_ns = 5 * kMs;
+  r.on_ns = 10 * kMs;
+  r.kind = LD_OFF_PREEMPTED;
+  r.kstack_id = -1;
+  r.syscall_nr = ~0u;
+  add(store, r);
+  clocks(store);
+  store.finish();
+  return store;
+}
+}  // namespace
+
+TEST(Attribution, ComputeOnAClockedDownCpuLosesTheSlowShareToCpuFrequency) {
+  // CPU 1 at half speed for the first 40 ms of the span, then at its top: 40 * (1 - 0.5) = 20 ms.
+  // CPU 0 (where the thread did not run) at a quarter speed throughout: not this thread's.
+  const EvidenceStore store = computing_on(1, [](EvidenceStore& s) {
+    clock(s, 0, 1 * kMs, 500'000, 2'000'000);
+    clock(s, 1, 1 * kMs, 1'000'000, 2'000'000);
+    clock(s, 1, 50 * kMs, 2'000'000, 2'000'000);
+  });
+  Attributor attributor(store, {100});
+  WindowAccount acc = attributor.account(100, 10 * kMs, 110 * kMs);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCpuFrequency), 20);
+  EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCompute), 80);
+  auto& ev = acc.evidence[static_cast<size_t>(Cause::kCpuFrequency)];
+  EXPECT_EQ(ev.strings["khz_min"], 1'000'000);
+  EXPECT_EQ(ev.strings["khz_max"], 2'000'000);
+  EXPECT_DOUBLE_EQ(ev.sums["slow_clock_ms"], 20);
+}
+
+TEST(Attribution, AClockNearItsTopOrOfUnknownMaximumIsNoLoss) {
+  // 85% of the top is within the governor's ramp; a CPU without a known maximum has no reference.
+  for (const auto& [khz, max_khz] : {std::pair<uint32_t, uint32_t>{1'700'000, 2'000'000}, {500'000, 0}}) {
+    const EvidenceStore store = computing_on(0, [&](EvidenceStore& s) { clock(s, 0, 1 * kMs, khz, max_khz); });
+    Attributor attributor(store, {100});
+    WindowAccount acc = attributor.account(100, 10 * kMs, 110 * kMs);
+    EXPECT_EQ(acc.ns_of(Cause::kCpuFrequency), 0u) << khz << " of " << max_khz;
+    EXPECT_DOUBLE_EQ(ms_of(acc, Cause::kCompute), 100);
+  }
 }
 
 TEST(Attribution, WithoutSchedulerEvidenceTheRestIsUnknown) {
