@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite: unit tier (no root), root tier (real BPF probes; skips with the
-# reason where BPF is unavailable), then the fuzzers for a bounded time.
+# The whole test suite: the lint (no build), unit tier (no root), root tier (real BPF probes;
+# skips with the reason where BPF is unavailable), then the fuzzers for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/lint.sh
 bash scripts/setup.sh
 ctest --test-dir build --output-on-failure --timeout 300 -j1
 bash scripts/html_check.sh  # the HTML report in headless Chromium (installs chromium)
