@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite: the lint (no build), unit tier (no root), root tier (real BPF probes;
-# skips with the reason where BPF is unavailable), then the fuzzers for a bounded time.
+# skips with the reason where BPF is unavailable), then the fuzzers for a bounded time. Every
+# build treats warnings as errors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/lint.sh
+export LD_WERROR=1  # scripts/setup.sh and scripts/fuzz.sh: -Werror for C++ and BPF
 bash scripts/setup.sh
 ctest --test-dir build --output-on-failure --timeout 300 -j1
 bash scripts/html_check.sh  # the HTML report in headless Chromium (installs chromium)
