@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Summary of a bench/compare.sh run: throughput and CPU per token paired against the none run
 of the same round, and the token gaps of all runs of a condition pooled: their quantiles, the
-share of gaps past a few thresholds, and the runs whose own p99 is past 2.5 ms (on the
-reference VM such a run had its two request threads on one CPU for a while: gaps of ~4 ms).
+share of gaps past a few thresholds, and the runs whose own p99 is past 2.5 ms (such a run
+typically had its two request threads on one CPU for a while: gaps of ~4 ms).
 
 Usage: gap_tail.py RESULTS   (lines "round cond tokens_per_s cpu_ms_per_token token_log")
 """

@@ -37,8 +37,8 @@ wait_attached() {
 }
 
 # The hypervisor's steal time of both CPUs so far, in USER_HZ ticks (/proc/stat): what the
-# host took from this VM. On the reference VM a run's TPOT p99 follows it (r = 0.85-0.89 over
-# the 120 rounds of 2026-12-02 01:11): recorded so that a run the host hit can be told apart.
+# host took from this VM. On a stealing host a run's TPOT p99 follows it (docs/performance.md,
+# "Method"): recorded so that a run the host hit can be told apart.
 steal_ticks() { awk '/^cpu /{print $9}' /proc/stat; }
 # The steal since steal_ticks gave $1, in ms.
 steal_ms_since() { echo $((($(steal_ticks) - $1) * 1000 / $(getconf CLK_TCK))); }

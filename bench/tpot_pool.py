@@ -2,7 +2,7 @@
 """TPOT percentiles pooled over the runs of one benchmark condition (bench/run.sh (a), (b)).
 
 A run of 60 requests x 100 tokens has ~5,900 gaps: its p99 is about the 59th largest, and on
-the reference VM it moves by +-15% from one run to the next with the same code. Pooling the
+a shared VM it moves by +-15% from one run to the next with the same code. Pooling the
 gaps of all runs of a condition estimates the same quantile from N times the samples. The
 interval is a paired bootstrap over runs (whole runs resampled with replacement, the same
 indices for both conditions, so that drift of the host between pairs stays paired).

@@ -11,7 +11,7 @@
 // thread's CPU clock around each wait: the CPU time charged inside a wait that blocked is the
 // kernel's going to sleep and, mostly, its switching back in. The process touches nothing
 // after a wake-up, so a cost that grows with MIB is paid for pages merely mapped.
-// docs/performance.md ("The wake-up's kernel time") has the numbers on the reference VM.
+// docs/performance.md ("The wake-up's kernel time") has the figures and what they led to.
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdint.h>

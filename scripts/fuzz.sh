@@ -4,8 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
+werror=OFF
+[ "${LD_WERROR:-0}" = 1 ] && werror=ON  # as scripts/setup.sh: clang's warnings are errors too
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLD_FUZZ=ON \
-  -DLD_BUILD_TESTS=OFF >/dev/null
+  -DLD_BUILD_TESTS=OFF -DLD_WERROR="$werror" >/dev/null
 cmake --build build-fuzz --target ld_fuzzers -j"$(nproc)" >/dev/null
 status=0
 for target in build-fuzz/fuzz_*; do

@@ -2,7 +2,9 @@
 # Installs what latency-doctor needs on Debian 12 and builds it into build/ (or $BUILD_DIR).
 # Idempotent: safe to run again; installs only what is missing. With arguments, builds only those
 # targets (scripts/demo.sh: latency-doctor ld-sample-server); without, everything (tests too).
-# Usage: bash scripts/setup.sh [TARGET...]
+# Usage: [BUILD_DIR=DIR] [LD_WERROR=1] [LD_SANITIZE=address,undefined] bash scripts/setup.sh [TARGET...]
+#   LD_WERROR=1     warnings are errors, C++ and BPF (CMake LD_WERROR; scripts/test.sh sets it)
+#   LD_SANITIZE=... compile and link every target with those sanitizers (CMake LD_SANITIZE)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,7 +42,11 @@ if [ ! -d /sys/kernel/tracing/events ] && [ ! -d /sys/kernel/debug/tracing/event
 fi
 
 build_dir=${BUILD_DIR:-build}
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# Both always passed, so that a build directory follows the environment of each run.
+werror=OFF
+[ "${LD_WERROR:-0}" = 1 ] && werror=ON
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLD_WERROR="$werror" \
+  -DLD_SANITIZE="${LD_SANITIZE:-}" >/dev/null
 if [ $# -gt 0 ]; then
   cmake --build "$build_dir" -j"$(nproc)" --target "$@"
 else

@@ -18,7 +18,7 @@ struct ld_task_exit;
 
 namespace ld::analysis {
 
-// Builds requests from socket events. Rules (see docs/architecture.md, "Token timeline"):
+// Builds requests from socket events. Rules (see docs/probes.md, "The token timeline (sock)"):
 //  - a connection is *served* once it receives an HTTP request line or sends an HTTP status
 //    line or an SSE event; connections where the target is the client (sends request lines or
 //    receives status lines) are ignored;

@@ -17,10 +17,9 @@
 // typedef/pointer), or a root the vmlinux BTF lacks while module BTFs exist (libbpf would look
 // there). Any failure to build means every object keeps the default path.
 //
-// Why: it halves attaching (`record --pid` of an idle python3 -m http.server, all probes, 12
-// alternating runs each, medians: 403 ms against 770 ms, attach CPU 356 ms against 718 ms;
-// peak RSS 41.6 MiB either way; 2-vCPU KVM guest, kernel 6.18, libbpf 1.1, 2026-12-04;
-// ProbeOptions::shared_core_btf = false for the other side).
+// Why: it halves attaching, wall time and CPU alike, at the same peak RSS
+// (docs/performance.md, "Smaller choices"; ProbeOptions::shared_core_btf = false for the other
+// side).
 // Not `bpftool gen min_core_btf`: that runs at build time against the build host's BTF (or a
 // BTFHub file per kernel build), while the agent relocates against the kernel it runs on, whose
 // BTF it reads here; no per-kernel files are shipped.

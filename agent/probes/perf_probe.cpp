@@ -99,9 +99,9 @@ class PerfProbe : public Probe {
     const uint64_t tick_fn = text[0].start ? text[0].start : text[1].start;
     irq_entry_ = {text[2].start, text[2].end};
     // Why the tick, not only the usual cpu-clock event: a cpu-clock sample is one more timer
-    // interrupt (99 Hz: +100 local timer interrupts/s per CPU, +3 at the tick) that took 6-35 us
-    // of the interrupted thread's time against ~0 at the tick (2-vCPU KVM guest, HZ=250,
-    // 2026-12-04: bench/sample_cost.sh RATE:tick RATE:perf-event, stolen us/sample).
+    // interrupt (99 Hz: +100 local timer interrupts/s per CPU, +3 at the tick), paid by the
+    // interrupted thread, while the tick interrupts the CPU anyway (docs/performance.md,
+    // "Samples at the scheduler tick"; bench/sample_cost.sh RATE:tick RATE:perf-event).
     const PerfSource source = ctx.options.hooks.perf;
     mode_by_walk_asked_ = ctx.options.hooks.perf_mode_by_walk;
     frames_ = ctx.options.hooks.user_stacks;

@@ -149,7 +149,7 @@ struct ProbeSession::Impl {
   // Waits up to timeout_ms for the ring buffer to wake us (its own epoll fd: a target's pidfd
   // can be in the set too), then takes all it holds; returns the records taken or an error.
   // All at once: the deployed agent is alone in its scheduling group, where yielding between
-  // pieces gave the CPU away in 2-16 of 785-1306 yields a run (docs/performance.md).
+  // pieces seldom lets another task run (docs/performance.md, "One stretch per wake-up").
   int drain(int timeout_ms) {
     if (timeout_ms != 0) {
       epoll_event ev{};
@@ -333,9 +333,10 @@ ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record
   impl_->next_tick = impl_->earliest_deadline(now, now + options.tick_ns);
 }
 
-// Detaching waits in the kernel: each tracepoint link's or perf event's close() took 50-70 ms
-// here (an RCU grace period per detach), ~50 of them, so one after another the agent's exit
-// came 3-5 s after the report. Each probe detaches on a thread of its own and the waits overlap.
+// Detaching waits in the kernel: each tracepoint link's or perf event's close() waits for an
+// RCU grace period (tens of ms), and there are ~50 of them: one after another they hold the
+// agent's exit for seconds after the report. Each probe detaches on a thread of its own and the
+// waits overlap.
 ProbeSession::~ProbeSession() {
   if (!impl_) return;
   std::vector<std::thread> threads;
@@ -356,9 +357,9 @@ ProbeSession::~ProbeSession() {
 int ProbeSession::poll(int timeout_ms) {
   uint64_t now = host::monotonic_now_ns();
   if (timeout_ms != 0 && !impl_->finished) {
-    // A tick already due: no wait (a whole read interval late cost the GIL's learning
-    // uprobe 4 s on the server). Otherwise round up: waking a little after the tick is due
-    // beats waking twice.
+    // A tick already due: no wait (a tick a whole read interval late leaves, e.g., the GIL
+    // probe's costly learning uprobe on that much longer). Otherwise round up: waking a little
+    // after the tick is due beats waking twice.
     uint64_t until_tick_ms =
         impl_->next_tick > now ? (impl_->next_tick - now + util::kNsPerMs - 1) / util::kNsPerMs : 0;
     if (timeout_ms < 0 || until_tick_ms < static_cast<uint64_t>(timeout_ms))

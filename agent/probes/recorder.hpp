@@ -30,9 +30,7 @@ struct RecordOptions {
   // cgroup counters, flush the trace and show progress (sooner when the ring fills past a
   // wake-up mark, a probe has a deadline, or a signal comes). Each wake-up takes a CPU from a
   // server thread for a stretch and so lengthens about one token gap: fewer of them move the
-  // TPOT p99 less: side by side, 4 s against 1 s took the p99 cost of the bench load from
-  // +5.4% to +0.8% (docs/performance.md, "Fewer wake-ups", also for a run that did not
-  // confirm it).
+  // TPOT p99 less (docs/performance.md, "Fewer wake-ups").
   uint64_t read_interval_ms = 4000;
   std::vector<std::string> probes; // empty = defaults
   std::string token_source = "sse";

@@ -22,7 +22,7 @@ using model::WindowKind;
 
 // "12.3", "-" for NaN/inf.
 std::string ms_cell(double ms);
-// "2024-05-01 12:00:00.123 UTC", "?" when out of range.
+// "YYYY-MM-DD hh:mm:ss.mmm UTC" (milliseconds), "?" when out of range.
 std::string utc_time(uint64_t unix_ns);
 // Seconds of a monotonic time after the window start.
 double seconds_after_start(const Report& r, uint64_t mono_ns);

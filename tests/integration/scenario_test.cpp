@@ -602,8 +602,8 @@ TEST(RealStack, PythonGpuEngineHoldsTheGilForItsForward) {
 
 // The same server with a forward that is mostly Python (800 us a layer against 300 us of GPU
 // work): the engine thread holds the GIL nearly all the time and the event loop waits for it
-// to send each token. Measured on an H200 host, a real PyTorch server of this shape read 96.5%
-// `gil` before such waits were charged to the holder's work.
+// to send each token. Charged to the GIL itself, such waits would make `gil` nearly the whole
+// of a real PyTorch server of this shape; they are the holder's work (the engine's Python).
 TEST(RealStack, PythonGpuEngineGilWaitsAreTheEnginesPython) {
   REQUIRE_FASTAPI();
   Child server({"/usr/bin/python3", std::string(LD_SOURCE_DIR) + "/tests/target/py_gpu_server.py", "--cuda-lib",
