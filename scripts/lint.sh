@@ -7,12 +7,14 @@
 #               why, and a measurement that matters goes to docs/performance.md without a date
 #   doc-size    docs/performance.md at most 250 lines: today's figures, the method, re-running
 #   file-size   agent/analysis/*.cpp at most 500 lines each
+#   func-size   no function in agent/analysis/*.cpp over 60 lines
 # Usage: bash scripts/lint.sh [CHECK...]   (default: all of them, in that order)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 readonly PERFORMANCE_DOC_MAX_LINES=250
 readonly ANALYSIS_FILE_MAX_LINES=500
+readonly ANALYSIS_FUNCTION_MAX_LINES=60
 
 failures=0
 fail() {  # fail FILE:LINE MESSAGE
@@ -134,8 +136,28 @@ check_file_size() {
   max_lines "$ANALYSIS_FILE_MAX_LINES" "split it by concern" "${files[@]}"
 }
 
+# A function is a definition that opens at column 0 (Google style: namespaces are not indented)
+# and closes with a "}" alone at column 0; types and tables close with "};" or "});".
+check_func_size() {
+  local files hits
+  mapfile -t files < <(tracked 'agent/analysis/*.cpp')
+  [ ${#files[@]} -gt 0 ] || return
+  hits=$(awk -v limit="$ANALYSIS_FUNCTION_MAX_LINES" '
+    FNR == 1 { start = 0 }
+    !start && /^[A-Za-z_].*\{ *(\/\/.*)?$/ && !/^(namespace|struct|class|enum|union|extern)/ && !/ = / { start = FNR; next }
+    start && /^\}$/ {
+      if (FNR - start - 1 > limit) print FILENAME ":" start ": a function of " FNR - start - 1 " lines, more than " limit " (split it)"
+      start = 0
+    }
+    start && /^\}/ { start = 0 }  # "};", "});": a type or a table, not a function' "${files[@]}")
+  [ -n "$hits" ] || return 0
+  while IFS= read -r line; do
+    fail "${line%%: *}" "${line#*: }"
+  done <<<"$hits"
+}
+
 checks=("$@")
-[ ${#checks[@]} -gt 0 ] || checks=(format shell dated doc-size file-size)
+[ ${#checks[@]} -gt 0 ] || checks=(format shell dated doc-size file-size func-size)
 for c in "${checks[@]}"; do
   case $c in
     format) check_format ;;
@@ -143,7 +165,8 @@ for c in "${checks[@]}"; do
     dated) check_dated ;;
     doc-size) check_doc_size ;;
     file-size) check_file_size ;;
-    *) echo "lint: unknown check '$c' (format shell dated doc-size file-size)" >&2; exit 2 ;;
+    func-size) check_func_size ;;
+    *) echo "lint: unknown check '$c' (format shell dated doc-size file-size func-size)" >&2; exit 2 ;;
   esac
 done
 if [ "$failures" -gt 0 ]; then

@@ -224,79 +224,84 @@ model::FlameProfile outlier_flame(const model::Report& report, const EvidenceSto
   return flame.profile();
 }
 
-}  // namespace
-
-void attach_frames(model::Report& report, const EvidenceStore& store, const FrameOptions& options) {
-  if (!store.has_frames()) return;
-  Frames frames(store);
-  // The typical windows: every TPOT gap that is not an outlier.
+// The typical windows: every TPOT gap that is not an outlier.
+Tally typical_tally(const model::Report& report, Frames& frames) {
   std::set<std::pair<std::string, uint64_t>> outlier_gaps;
   for (const model::Outlier& o : report.outliers)
     if (o.kind == model::WindowKind::kTpot) outlier_gaps.insert({o.request, o.token_index});
   Tally typical;
-  uint64_t typical_windows = 0;
   for (const model::RequestRow& row : report.request_rows) {
     if (row.token_tid.size() != row.token_mono_ns.size()) continue;
     for (size_t i = 1; i < row.token_mono_ns.size(); ++i) {
       if (outlier_gaps.count({row.id, i}) || row.token_tid[i] == 0) continue;
       frames.add_window(typical, row.token_tid[i], row.token_mono_ns[i - 1], row.token_mono_ns[i]);
-      typical_windows++;
     }
   }
-  report.typical.frame_samples = typical.samples;
-  auto typical_share = [&](size_t func) {
-    auto it = typical.funcs.find(func);
-    return it == typical.funcs.end() || typical.samples == 0
-               ? 0.0
-               : static_cast<double>(it->second.count) / static_cast<double>(typical.samples);
-  };
-  {
-    // The typical token's hottest functions: by self share (inclusive shares are all the
-    // outermost frames' 100%).
-    std::vector<model::FrameShare> hot;
-    for (const auto& [func, fn] : typical.funcs)
-      if (fn.self > 0) hot.push_back(frames.share_of(func, fn, typical, /*self=*/true));
-    std::sort(hot.begin(), hot.end(), [&](const model::FrameShare& x, const model::FrameShare& y) {
-      if (x.python != y.python && typical.python) return x.python;
-      return x.share != y.share ? x.share > y.share : x.function < y.function;
-    });
-    if (hot.size() > options.max_frames) hot.resize(options.max_frames);
-    for (auto& h : hot) h.typical_share = h.share;
-    report.typical.frames = std::move(hot);
-  }
-
-  report.outlier_flame = outlier_flame(report, store, options);
-
-  for (model::Outlier& o : report.outliers) {
-    if (o.tid == 0) continue;
-    Tally w;
-    frames.add_window(w, o.tid, o.start_mono_ns, o.end_mono_ns);
-    o.frame_samples = w.samples;
-    if (w.samples < options.min_samples) continue;
-    struct Ranked {
-      model::FrameShare share;
-      double excess = 0, depth = 0;
-    };
-    std::vector<Ranked> ranked;
-    for (const auto& [func, fn] : w.funcs) {
-      Ranked r{frames.share_of(func, fn, w, /*self=*/false), 0, 0};
-      r.share.typical_share = typical_share(func);
-      r.excess = r.share.share - r.share.typical_share;
-      r.depth = static_cast<double>(fn.depth_sum) / static_cast<double>(fn.count);
-      if (r.excess >= options.min_excess) ranked.push_back(std::move(r));
-    }
-    // Most excess first; a caller and its callee with the same excess: the callee (it names
-    // the code, its caller only the way there).
-    std::sort(ranked.begin(), ranked.end(), [&](const Ranked& x, const Ranked& y) {
-      if (x.share.python != y.share.python && w.python) return x.share.python;
-      const double ex = std::round(x.excess * 50), ey = std::round(y.excess * 50);  // 2% steps
-      if (ex != ey) return ex > ey;
-      if (x.depth != y.depth) return x.depth < y.depth;
-      return x.share.function < y.share.function;
-    });
-    for (size_t i = 0; i < ranked.size() && o.frames.size() < options.max_frames; ++i)
-      o.frames.push_back(std::move(ranked[i].share));
-  }
+  return typical;
 }
 
-}  // namespace ld::analysis
+// The typical token's hottest functions: by self share (inclusive shares are all the outermost
+// frames' 100%).
+std::vector<model::FrameShare> hottest(const Tally& typical, const Frames& frames, size_t max_frames) {
+  std::vector<model::FrameShare> hot;
+  for (const auto& [func, fn] : typical.funcs)
+    if (fn.self > 0) hot.push_back(frames.share_of(func, fn, typical, /*self=*/true));
+  std::sort(hot.begin(), hot.end(), [&](const model::FrameShare& x, const model::FrameShare& y) {
+    if (x.python != y.python && typical.python) return x.python;
+    return x.share != y.share ? x.share > y.share : x.function < y.function;
+  });
+  if (hot.size() > max_frames) hot.resize(max_frames);
+  for (auto& h : hot) h.typical_share = h.share;
+  return hot;
+}
+
+double share_in(const Tally& tally, size_t func) {
+  auto it = tally.funcs.find(func);
+  return it == tally.funcs.end() || tally.samples == 0
+             ? 0.0
+             : static_cast<double>(it->second.count) / static_cast<double>(tally.samples);
+}
+
+// An outlier's functions with more of its samples than the typical token's, most excess first.
+void outlier_frames(model::Outlier& o, const Tally& typical, Frames& frames, const FrameOptions& options) {
+  Tally w;
+  frames.add_window(w, o.tid, o.start_mono_ns, o.end_mono_ns);
+  o.frame_samples = w.samples;
+  if (w.samples < options.min_samples) return;
+  struct Ranked {
+    model::FrameShare share;
+    double excess = 0, depth = 0;
+  };
+  std::vector<Ranked> ranked;
+  for (const auto& [func, fn] : w.funcs) {
+    Ranked r{frames.share_of(func, fn, w, /*self=*/false), 0, 0};
+    r.share.typical_share = share_in(typical, func);
+    r.excess = r.share.share - r.share.typical_share;
+    r.depth = static_cast<double>(fn.depth_sum) / static_cast<double>(fn.count);
+    if (r.excess >= options.min_excess) ranked.push_back(std::move(r));
+  }
+  // Most excess first; a caller and its callee with the same excess: the callee (it names the
+  // code, its caller only the way there).
+  std::sort(ranked.begin(), ranked.end(), [&](const Ranked& x, const Ranked& y) {
+    if (x.share.python != y.share.python && w.python) return x.share.python;
+    const double ex = std::round(x.excess * 50), ey = std::round(y.excess * 50);  // 2% steps
+    if (ex != ey) return ex > ey;
+    if (x.depth != y.depth) return x.depth < y.depth;
+    return x.share.function < y.share.function;
+  });
+  for (size_t i = 0; i < ranked.size() && o.frames.size() < options.max_frames; ++i)
+    o.frames.push_back(std::move(ranked[i].share));
+}
+
+}  // namespace
+
+void attach_frames(model::Report& report, const EvidenceStore& store, const FrameOptions& options) {
+  if (!store.has_frames()) return;
+  Frames frames(store);
+  const Tally typical = typical_tally(report, frames);
+  report.typical.frame_samples = typical.samples;
+  report.typical.frames = hottest(typical, frames, options.max_frames);
+  report.outlier_flame = outlier_flame(report, store, options);
+  for (model::Outlier& o : report.outliers)
+    if (o.tid != 0) outlier_frames(o, typical, frames, options);
+}

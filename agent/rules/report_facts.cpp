@@ -45,7 +45,7 @@ void summary_facts(const model::Report& r, FactSet& facts) {
 }
 
 // A GPU engine's slow tokens (facts from note_gpu_queue, note_gpu_state and the GIL walk,
-// outliers.cpp): those whose time went to the host side while the GPU sat idle for most of the
+// window_facts.cpp): those whose time went to the host side while the GPU sat idle for most of the
 // window, those that ran on a throttled GPU, and the GIL waits an engine thread ended.
 struct GpuFacts {
   static constexpr double kIdleShare = 0.5;
