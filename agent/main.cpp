@@ -1,6 +1,6 @@
 // latency-doctor: where did the time of a slow token go?
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/common.hpp"
 

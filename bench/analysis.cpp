@@ -64,12 +64,12 @@ struct Mix {
   // writes the file, so the generator puts them into its disk stalls, not into every gap.
   double disk_syscalls_per_token = 0;
   double tokens_per_request = 100;
-  double preempted_share = 0.5;      // of ld_offcpu records
-  double traced_waker_share = 0.3;   // of blocked ld_offcpu: woken by a thread of the target
-  double user_sample_share = 0.9;    // of ld_cpu_sample records
-  std::vector<uint32_t> blocked_syscalls = {202, 232, 1};  // ld_offcpu.syscall_nr, sampled
+  double preempted_share = 0.5;                               // of ld_offcpu records
+  double traced_waker_share = 0.3;                            // of blocked ld_offcpu: woken by a thread of the target
+  double user_sample_share = 0.9;                             // of ld_cpu_sample records
+  std::vector<uint32_t> blocked_syscalls = {202, 232, 1};     // ld_offcpu.syscall_nr, sampled
   std::vector<uint32_t> syscall_kinds = {LD_SYS_FUTEX_WAIT};  // ld_syscall.kind, sampled
-  std::vector<std::vector<uint8_t>> kstacks;  // ld_kstack records copied verbatim
+  std::vector<std::vector<uint8_t>> kstacks;                  // ld_kstack records copied verbatim
   json host = json::object();
 
   Mix() {
@@ -189,7 +189,9 @@ class Rng {
   uint64_t below(uint64_t n) { return n ? next() % n : 0; }
   bool chance(double p) { return unit() < p; }
   template <class T>
-  const T& pick(const std::vector<T>& v) { return v[below(v.size())]; }
+  const T& pick(const std::vector<T>& v) {
+    return v[below(v.size())];
+  }
 
  private:
   uint64_t s_;
@@ -199,7 +201,7 @@ struct GenOptions {
   std::string out;
   uint64_t records = 30'000'000;
   uint64_t seed = 1;
-  uint32_t threads = 4;        // worker threads = keep-alive connections served at once
+  uint32_t threads = 4;  // worker threads = keep-alive connections served at once
   // Every K-th request has one 300 ms disk stall (0 = none); 10 = the recording bench/analysis.sh
   // makes (--fault-every 1000 tokens, 100 tokens per request).
   uint32_t fault_every = 10;
@@ -212,18 +214,17 @@ struct Conn {
   uint32_t tid = 0;
   uint64_t sock_id = 0;
   uint64_t next_ns = 0;
-  uint64_t prev_ns = 0;        // the previous send, or the end of a stall: where the evidence
-                               // of the window the next token closes starts
+  uint64_t prev_ns = 0;  // the previous send, or the end of a stall: where the evidence
+                         // of the window the next token closes starts
   Next next = Next::kRequest;
   uint32_t tokens_left = 0;
-  uint32_t stall_at = 0;       // tokens_left value whose gap gets the disk stall (0 = none)
+  uint32_t stall_at = 0;  // tokens_left value whose gap gets the disk stall (0 = none)
   uint32_t requests_on_conn = 0;
 };
 
 class Generator {
  public:
-  Generator(const GenOptions& o, const Mix& mix, ld::trace::TraceWriter& w)
-      : o_(o), mix_(mix), w_(w), rng_(o.seed) {
+  Generator(const GenOptions& o, const Mix& mix, ld::trace::TraceWriter& w) : o_(o), mix_(mix), w_(w), rng_(o.seed) {
     for (const auto& k : mix_.kstacks) {
       const auto& ks = *reinterpret_cast<const ld_kstack*>(k.data());
       (ks.source == LD_PROBE_PERF ? perf_stacks_ : sched_stacks_).push_back(ks.stack_id);
@@ -370,13 +371,16 @@ class Generator {
     const uint64_t first = off + 50 * kUs, last = wake - 10 * kUs, each = (last - first) / calls;
     for (uint64_t i = 0; i < calls; ++i) fdatasync(first + i * each, first + (i + 1) * each);
     offcpu_blocked(kLoggerTid, first + 5 * kUs, last - 5 * kUs, 0, 75);  // in fdatasync
-    offcpu_blocked(tid, off, wake, kLoggerTid, 202);                    // futex, woken by the logger
+    offcpu_blocked(tid, off, wake, kLoggerTid, 202);                     // futex, woken by the logger
     return on;
   }
 
   void fdatasync(uint64_t start, uint64_t end) {
     static constexpr char kPath[] = "/var/log/app/requests.log";  // 25 bytes, padded to 32
-    struct { ld_syscall s; char path[32]; } rec{};
+    struct {
+      ld_syscall s;
+      char path[32];
+    } rec{};
     rec.s.hdr = hdr(LD_EV_SYSCALL, kLoggerTid, end);
     rec.s.hdr.size = sizeof rec;
     rec.s.start_ns = start;
@@ -601,7 +605,10 @@ class Generator {
     static const char* kFrames[] = {"futex_wait_queue+0x60", "futex_wait+0x175", "do_futex+0x105",
                                     "__x64_sys_futex+0x7e", "do_syscall_64+0x5b"};
     constexpr uint32_t depth = sizeof kFrames / sizeof *kFrames;
-    struct { ld_kstack k; char frames[depth][LD_SYM_LEN]; } rec{};
+    struct {
+      ld_kstack k;
+      char frames[depth][LD_SYM_LEN];
+    } rec{};
     rec.k.hdr = hdr(LD_EV_KSTACK, 0, ts);
     rec.k.hdr.tgid = 0;
     rec.k.hdr.size = sizeof rec;
@@ -620,13 +627,21 @@ int generate(const GenOptions& o) {
   const Mix mix = o.mix_path.empty() ? Mix{} : mix_from_trace(o.mix_path);
   json header = {
       {"agent", {{"name", "ld-bench-analysis"}, {"version", LD_VERSION}}},
-      {"clock", {{"realtime_minus_monotonic_ns", int64_t{1'700'000'000} * 1'000'000'000}, {"start_mono_ns", Generator::kStart}}},
-      {"target", {{"pids", {Generator::kTgid}}, {"comm", "synthetic"}, {"exe", ""},
-                  {"start_mono_ns", Generator::kStart - 600'000 * kMs}}},
+      {"clock",
+       {{"realtime_minus_monotonic_ns", int64_t{1'700'000'000} * 1'000'000'000}, {"start_mono_ns", Generator::kStart}}},
+      {"target",
+       {{"pids", {Generator::kTgid}},
+        {"comm", "synthetic"},
+        {"exe", ""},
+        {"start_mono_ns", Generator::kStart - 600'000 * kMs}}},
       {"host", mix.host},
       {"token_source", "sse"},
-      {"synthetic", {{"records", o.records}, {"seed", o.seed}, {"threads", o.threads},
-                     {"fault_every", o.fault_every}, {"mix", mix.source}}},
+      {"synthetic",
+       {{"records", o.records},
+        {"seed", o.seed},
+        {"threads", o.threads},
+        {"fault_every", o.fault_every},
+        {"mix", mix.source}}},
   };
   ld::trace::TraceWriter writer(o.out, header);
   Generator gen(o, mix, writer);
@@ -635,8 +650,8 @@ int generate(const GenOptions& o) {
   for (const char* name : {"sock", "sched", "perf", "memory", "disk", "futex", "tcp"})
     probes.push_back({{"name", name}, {"status", "attached"}, {"reason", ""}, {"events", 0}, {"lost", 0}});
   writer.finish({{"end_mono_ns", end + kMs}, {"stop_reason", "synthetic"}, {"probes", probes}});
-  fmt::print(stderr, "wrote {}: {} records, {} requests, {:.0f} s of trace, {:.1f} MiB\n", o.out,
-             gen.written(), gen.requests(), static_cast<double>(end - Generator::kStart) / 1e9,
+  fmt::print(stderr, "wrote {}: {} records, {} requests, {:.0f} s of trace, {:.1f} MiB\n", o.out, gen.written(),
+             gen.requests(), static_cast<double>(end - Generator::kStart) / 1e9,
              static_cast<double>(writer.bytes_written()) / (1 << 20));
   return 0;
 }
@@ -701,7 +716,8 @@ json measure_once(const std::string& mode, const std::string& path) {
     out["outliers"] = report.outliers.size();
     out["typical_windows"] = report.typical.windows;
     out["top_cause"] = report.outliers.empty() || report.outliers.front().causes.empty()
-                           ? "" : std::string(ld::model::cause_id(report.outliers.front().causes.front().cause));
+                           ? ""
+                           : std::string(ld::model::cause_id(report.outliers.front().causes.front().cause));
   }
   out["peak_rss_kb"] = peak_rss_kb();
   return out;
@@ -764,11 +780,14 @@ std::string file_name(const std::string& path) {
 }
 
 int measure(const std::vector<std::string>& traces, int repeat, int cpu) {
-  fmt::print("Analysis of a recorded trace: `report`'s path (read_trace -> EventAnalyzer::on_record -> "
-             "finish()), one core (CPU {}), median of {} runs, each a fresh process.\n\n", cpu, repeat);
-  fmt::print("| trace | records | file | read only: CPU s | read only: records/s | read only: peak RSS | "
-             "full: read + on_record CPU s | full: finish() CPU s | full: CPU s (wall s) | **full: events/s** "
-             "(records / CPU s) | full: peak RSS | requests / outliers |\n");
+  fmt::print(
+      "Analysis of a recorded trace: `report`'s path (read_trace -> EventAnalyzer::on_record -> "
+      "finish()), one core (CPU {}), median of {} runs, each a fresh process.\n\n",
+      cpu, repeat);
+  fmt::print(
+      "| trace | records | file | read only: CPU s | read only: records/s | read only: peak RSS | "
+      "full: read + on_record CPU s | full: finish() CPU s | full: CPU s (wall s) | **full: events/s** "
+      "(records / CPU s) | full: peak RSS | requests / outliers |\n");
   fmt::print("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& path : traces) {
     std::vector<json> reads, fulls;
@@ -785,10 +804,10 @@ int measure(const std::vector<std::string>& traces, int repeat, int cpu) {
     const double cpu_read_only = r["cpu_read"].get<double>();
     fmt::print("| {} | {} | {} | {:.3f} | {}/s | {} | {:.3f} | {:.3f} | {:.3f} ({:.3f}) | **{}/s** | {} | {} / {} |\n",
                file_name(path), count(records), mib(static_cast<double>(st.st_size)), cpu_read_only,
-               count(records / cpu_read_only), mib(r["peak_rss_kb"].get<double>() * 1024),
-               f["cpu_read"].get<double>(), f["cpu_finish"].get<double>(), cpu_full, wall_full,
-               count(records / cpu_full), mib(f["peak_rss_kb"].get<double>() * 1024),
-               f["requests"].get<uint64_t>(), f["outliers"].get<uint64_t>());
+               count(records / cpu_read_only), mib(r["peak_rss_kb"].get<double>() * 1024), f["cpu_read"].get<double>(),
+               f["cpu_finish"].get<double>(), cpu_full, wall_full, count(records / cpu_full),
+               mib(f["peak_rss_kb"].get<double>() * 1024), f["requests"].get<uint64_t>(),
+               f["outliers"].get<uint64_t>());
   }
   return 0;
 }
@@ -796,9 +815,11 @@ int measure(const std::vector<std::string>& traces, int repeat, int cpu) {
 // ================================================================ arguments
 
 [[noreturn]] void usage() {
-  std::fputs("usage: ld-bench-analysis generate OUT.ldtrace [--records N] [--mix REAL.ldtrace] [--seed S]\n"
-             "                          [--threads T] [--fault-every K]\n"
-             "       ld-bench-analysis measure TRACE... [--repeat R] [--cpu C]\n", stderr);
+  std::fputs(
+      "usage: ld-bench-analysis generate OUT.ldtrace [--records N] [--mix REAL.ldtrace] [--seed S]\n"
+      "                          [--threads T] [--fault-every K]\n"
+      "       ld-bench-analysis measure TRACE... [--repeat R] [--cpu C]\n",
+      stderr);
   std::exit(2);
 }
 

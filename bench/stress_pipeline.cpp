@@ -83,10 +83,10 @@ MachineTicks machine_ticks() {
   FILE* f = std::fopen("/proc/stat", "r");
   if (!f) return t;
   unsigned long long v[10] = {};
-  if (std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-                  &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]) >= 8) {
+  if (std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                  &v[6], &v[7], &v[8], &v[9]) >= 8) {
     for (int i = 0; i < 8; ++i) t.total += v[i];  // guest time is already in user
-    t.busy = t.total - v[3] - v[4];              // all but idle and iowait
+    t.busy = t.total - v[3] - v[4];               // all but idle and iowait
   }
   std::fclose(f);
   return t;
@@ -110,8 +110,7 @@ std::vector<uint16_t> mix_named(const std::string& name) {
   if (name != "real") return {};
   std::vector<uint16_t> mix;
   for (char c : std::string("SCOSCOSCSCOSCASCOSCSCOSCOSCSCOSC"))
-    mix.push_back(c == 'S' ? LD_EV_SOCK_IO : c == 'C' ? LD_EV_CPU_SAMPLE
-                  : c == 'O' ? LD_EV_OFFCPU : LD_EV_SCHED_AGG);
+    mix.push_back(c == 'S' ? LD_EV_SOCK_IO : c == 'C' ? LD_EV_CPU_SAMPLE : c == 'O' ? LD_EV_OFFCPU : LD_EV_SCHED_AGG);
   return mix;
 }
 
@@ -129,8 +128,8 @@ size_t record_size(uint16_t type) {
 struct Shared {
   std::mutex mu;
   std::condition_variable cv;
-  int prog_fd = -1;   // set by the probe once loaded
-  bool abort = false; // the recording failed or ended before the producer was told to start
+  int prog_fd = -1;    // set by the probe once loaded
+  bool abort = false;  // the recording failed or ended before the producer was told to start
 };
 
 class StressProbe : public Probe {
@@ -142,16 +141,13 @@ class StressProbe : public Probe {
     ld::probes::use_shared_maps(skel_->obj, ctx.shared);
     for (size_t i = 0; i < mix_.size(); ++i) skel_->rodata->ld_bench_mix[i] = mix_[i];
     skel_->rodata->ld_bench_mix_len = static_cast<uint32_t>(mix_.size());
-    if (int err = bench_stress_bpf__load(skel_.get()))
-      ld::probes::throw_libbpf_error("bench-stress", "loading", err);
+    if (int err = bench_stress_bpf__load(skel_.get())) ld::probes::throw_libbpf_error("bench-stress", "loading", err);
     // Nothing to attach: the producer runs the program with BPF_PROG_TEST_RUN.
     std::lock_guard lock(shared_.mu);
     shared_.prog_fd = bpf_program__fd(skel_->progs.ld_bench_stress);
     shared_.cv.notify_all();
   }
-  std::string detail() const override {
-    return "bench only: records emitted by BPF_PROG_TEST_RUN of bench_stress";
-  }
+  std::string detail() const override { return "bench only: records emitted by BPF_PROG_TEST_RUN of bench_stress"; }
 
  private:
   Shared& shared_;
@@ -176,8 +172,7 @@ struct ProducerResult {
 // they are. Whole batches only: every run is a bpf(2) call and every sleep a timer (a VM exit
 // here), so catching up in small runs would make the producer, not the pipeline, the cost.
 // Falls behind (and says so in `achieved`) when it cannot keep the pace.
-void produce(Shared& shared, double rate, double seconds, uint32_t batch, pid_t target,
-             ProducerResult& out) {
+void produce(Shared& shared, double rate, double seconds, uint32_t batch, pid_t target, ProducerResult& out) {
   int fd;
   {
     std::unique_lock lock(shared.mu);
@@ -266,7 +261,10 @@ int main(int argc, char** argv) {
   bool verify = false, quiet = false, bpf_stats = false;
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
-    auto value = [&]() -> std::string { if (i + 1 >= argc) usage(argv[0]); return argv[++i]; };
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(argv[0]);
+      return argv[++i];
+    };
     if (a == "--ringbuf-size") ringbuf = parse_size(value());
     else if (a == "--batch") batch = static_cast<uint32_t>(std::atoi(value().c_str()));
     else if (a == "--mix") mix_name = value();
@@ -277,18 +275,22 @@ int main(int argc, char** argv) {
     else usage(argv[0]);
   }
   const auto mix = mix_named(mix_name);
-  if (rate <= 0 || seconds <= 0 || batch == 0 || batch > (1u << 20) || mix.empty() ||
-      ringbuf < 4096 || ringbuf > (1ULL << 30) || (ringbuf & (ringbuf - 1)))
+  if (rate <= 0 || seconds <= 0 || batch == 0 || batch > (1u << 20) || mix.empty() || ringbuf < 4096 ||
+      ringbuf > (1ULL << 30) || (ringbuf & (ringbuf - 1)))
     usage(argv[0]);
   const bool keep_trace = !trace_path.empty();
   if (!keep_trace) trace_path = fmt::format("/tmp/ld-stress-pipeline-{}.ldtrace", getpid());
 
   // BPF run-time statistics for as long as this fd is open (no global sysctl left behind).
   const int stats_fd = bpf_stats ? bpf_enable_stats(BPF_STATS_RUN_TIME) : -1;
-  if (bpf_stats && stats_fd < 0) std::fprintf(stderr, "ld-bench-stress-pipeline: no BPF stats: %s\n", std::strerror(errno));
+  if (bpf_stats && stats_fd < 0)
+    std::fprintf(stderr, "ld-bench-stress-pipeline: no BPF stats: %s\n", std::strerror(errno));
 
   const pid_t target = spawn_target();
-  if (target < 0) { std::perror("fork"); return 2; }
+  if (target < 0) {
+    std::perror("fork");
+    return 2;
+  }
   // Not record()'s own handlers: those would end the recording before the producer stops.
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
@@ -307,9 +309,8 @@ int main(int argc, char** argv) {
   options.probes = {"bench-stress"};
   options.quiet = true;
   options.duration_ms = static_cast<uint64_t>(seconds * 1000) + 60000;  // a safety net only
-  options.extra_probes.push_back(
-      {"bench-stress", LD_PROBE_BENCH, "pipeline benchmark producer", false,
-       [&shared, &mix] { return std::make_unique<StressProbe>(shared, mix); }});
+  options.extra_probes.push_back({"bench-stress", LD_PROBE_BENCH, "pipeline benchmark producer", false,
+                                  [&shared, &mix] { return std::make_unique<StressProbe>(shared, mix); }});
 
   uint64_t delivered = 0;
   ld::probes::RecordResult result;
@@ -405,11 +406,10 @@ int main(int argc, char** argv) {
                  "%llu; trace %.1f MiB; agent CPU %.1f%% of a core\n",
                  rate, produce_s > 0 ? submitted / produce_s : 0.0, produce_s,
                  static_cast<unsigned long long>(submitted), static_cast<unsigned long long>(written),
-                 static_cast<unsigned long long>(dropped), st.st_size / 1048576.0,
-                 pct(agent_cpu_ns));
+                 static_cast<unsigned long long>(dropped), st.st_size / 1048576.0, pct(agent_cpu_ns));
   // Exit 3: the counts disagree (a record neither written nor counted as dropped, or one the
   // kernel wrote that never reached the trace writer).
-  const bool consistent = submitted == produced.asked_records && delivered == written &&
-                          (!verify || read_back == written);
+  const bool consistent =
+      submitted == produced.asked_records && delivered == written && (!verify || read_back == written);
   return produced.error.empty() && consistent ? 0 : 3;
 }

@@ -34,16 +34,25 @@ static volatile char* map_memory(size_t bytes, const char* kind) {
   if (strcmp(kind, "file") == 0) {
     char path[] = "/tmp/wake_cost.XXXXXX";
     int fd = mkstemp(path);
-    if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) { perror("file"); exit(1); }
+    if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) {
+      perror("file");
+      exit(1);
+    }
     unlink(path);
     for (size_t off = 0; off < bytes; off += 4096)  // real page-cache pages, not holes
-      if (pwrite(fd, "x", 1, (off_t)off) != 1) { perror("pwrite"); exit(1); }
+      if (pwrite(fd, "x", 1, (off_t)off) != 1) {
+        perror("pwrite");
+        exit(1);
+      }
     p = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
   } else {
     p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p != MAP_FAILED) madvise(p, bytes, strcmp(kind, "thp") == 0 ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   }
-  if (p == MAP_FAILED) { perror("mmap"); exit(1); }
+  if (p == MAP_FAILED) {
+    perror("mmap");
+    exit(1);
+  }
   volatile char* mem = p;
   long sum = 0;
   for (size_t off = 0; off < bytes; off += 4096) {
@@ -82,9 +91,13 @@ int main(int argc, char** argv) {
       if (us[i] > 500) cold++;
     }
     for (int i = 1; i < wakes; i++)  // insertion sort: a few hundred values
-      for (int j = i; j > 0 && us[j] < us[j - 1]; j--) { double t = us[j]; us[j] = us[j - 1]; us[j - 1] = t; }
-    printf("%ld %d %.1f %.0f %.0f %.0f %.0f\n", period_ms, wakes, 100.0 * cold / wakes, total / wakes,
-           us[wakes / 2], max, total / wakes * 1000 / (double)period_ms);
+      for (int j = i; j > 0 && us[j] < us[j - 1]; j--) {
+        double t = us[j];
+        us[j] = us[j - 1];
+        us[j - 1] = t;
+      }
+    printf("%ld %d %.1f %.0f %.0f %.0f %.0f\n", period_ms, wakes, 100.0 * cold / wakes, total / wakes, us[wakes / 2],
+           max, total / wakes * 1000 / (double)period_ms);
     fflush(stdout);
     free(us);
   }

@@ -106,8 +106,7 @@ Outlier outlier_of(const Context& cx, const Window& w, bool attributed, int64_t 
   WalkFacts walked;
   if (attributed && w.tid == 0)
     o.causes = {{Cause::kUnknown, o.duration_ms, 1.0, nlohmann::json::object()}};  // no thread sent it
-  else if (attributed)
-    walked = account_window(o, cx, w);
+  else if (attributed) walked = account_window(o, cx, w);
   o.facts = outlier_facts(cx.store, r, w, w.request == 0, cx.target_start);
   note_gpu_queue(o, cx.store, r.tgid, w.a, w.b);
   note_gpu_state(o, cx.store, w.a, w.b);
@@ -148,7 +147,8 @@ Periodicity periodicity_of(const std::vector<Outlier>& outliers) {
 // when no later first token was slow like it.
 bool cold_start_possible(const Timeline& timeline, const std::vector<Window>& windows, uint64_t target_start) {
   const uint64_t first_start = timeline.requests.empty() ? 0 : timeline.requests.front().start_ns;
-  const bool fresh = target_start && first_start > target_start && first_start - target_start < thresholds::kFreshTargetNs;
+  const bool fresh =
+      target_start && first_start > target_start && first_start - target_start < thresholds::kFreshTargetNs;
   return fresh && std::none_of(windows.begin(), windows.end(),
                                [](const Window& w) { return w.kind == WindowKind::kTtft && w.request != 0; });
 }

@@ -44,8 +44,7 @@ class Attributor {
 // `server` is the socket timeline when the report's requests come from a token log (their
 // windows are mapped onto the server's token sends), else nullptr.
 void attribute(model::Report& report, const model::Timeline& timeline, const model::Timeline* server,
-               const EvidenceStore& store, const std::set<uint32_t>& target_tgids,
-               uint64_t target_start_mono_ns);
+               const EvidenceStore& store, const std::set<uint32_t>& target_tgids, uint64_t target_start_mono_ns);
 
 // Exposed for tests.
 model::TtftFit fit_ttft(const std::vector<double>& input, const std::vector<double>& ttft_ms,

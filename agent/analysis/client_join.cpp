@@ -35,9 +35,7 @@ std::vector<uint64_t> per_event_times(const Request& r) {
   return out;
 }
 
-double max_or_nan(const std::vector<double>& v) {
-  return v.empty() ? kNaN : *std::max_element(v.begin(), v.end());
-}
+double max_or_nan(const std::vector<double>& v) { return v.empty() ? kNaN : *std::max_element(v.begin(), v.end()); }
 
 // How far `s`'s times are from `c`'s if `s` served `c`: what ranks the candidates. The wait
 // before the server read the request and the difference in the last token; not the TTFTs'
@@ -128,7 +126,10 @@ std::vector<size_t> candidates_of(const Request& c, const std::vector<const Requ
 bool augment(size_t ci, const std::vector<std::vector<size_t>>& cands, std::vector<int64_t>& server_of,
              std::vector<int64_t>& client_of, const std::vector<bool>& fixed, std::vector<uint32_t>& seen,
              uint32_t round) {
-  struct Frame { size_t client; size_t next; };
+  struct Frame {
+    size_t client;
+    size_t next;
+  };
   std::vector<Frame> stack{{ci, 0}};
   std::vector<size_t> path;  // the server taken at each frame but the top
   while (!stack.empty()) {
@@ -198,8 +199,8 @@ Assignment assign(const std::vector<const Request*>& clients, const std::vector<
 
 }  // namespace
 
-model::ClientJoin join_client(const model::Timeline& client, const model::Timeline& server,
-                              const std::string& source, std::vector<std::string>& warnings) {
+model::ClientJoin join_client(const model::Timeline& client, const model::Timeline& server, const std::string& source,
+                              std::vector<std::string>& warnings) {
   model::ClientJoin join;
   join.source = source;
   std::vector<const Request*> clients, servers;
@@ -235,11 +236,11 @@ model::ClientJoin join_client(const model::Timeline& client, const model::Timeli
   join.lag_ms = model::describe(std::move(acc.lag));
   join.bunched_share = join.gaps ? static_cast<double>(join.bunched_tokens) / static_cast<double>(join.gaps) : 0.0;
   if (join.matched < join.client_requests)
-    warnings.push_back(fmt::format(
-        "{}: {} of {} request(s) match no request in the server's sends (sent to another server, outside "
-        "the trace's window, or the two clocks differ by more than a few ms)",
-        source.rfind("jsonl:", 0) == 0 ? source.substr(6) : source, join.client_requests - join.matched,
-        join.client_requests));
+    warnings.push_back(
+        fmt::format("{}: {} of {} request(s) match no request in the server's sends (sent to another server, outside "
+                    "the trace's window, or the two clocks differ by more than a few ms)",
+                    source.rfind("jsonl:", 0) == 0 ? source.substr(6) : source, join.client_requests - join.matched,
+                    join.client_requests));
   return join;
 }
 

@@ -20,7 +20,7 @@ namespace ld::analysis {
 
 // `source` is how the report names the log ("jsonl:FILE"); warnings get the requests that could
 // not be joined.
-model::ClientJoin join_client(const model::Timeline& client, const model::Timeline& server,
-                              const std::string& source, std::vector<std::string>& warnings);
+model::ClientJoin join_client(const model::Timeline& client, const model::Timeline& server, const std::string& source,
+                              std::vector<std::string>& warnings);
 
 }  // namespace ld::analysis

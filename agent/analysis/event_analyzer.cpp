@@ -23,16 +23,16 @@ using namespace model;
 namespace {
 
 // Token-log requests outside the trace window belong to another run: leave them out.
-void keep_requests_in_window(Timeline& timeline, uint64_t start, uint64_t end,
-                             std::vector<std::string>& warnings) {
+void keep_requests_in_window(Timeline& timeline, uint64_t start, uint64_t end, std::vector<std::string>& warnings) {
   auto outside = [&](const Request& r) { return r.start_ns < start || (end && r.start_ns > end); };
   auto removed = std::count_if(timeline.requests.begin(), timeline.requests.end(), outside);
   if (removed == 0) return;
   timeline.requests.erase(std::remove_if(timeline.requests.begin(), timeline.requests.end(), outside),
                           timeline.requests.end());
-  warnings.push_back(fmt::format("{} request(s) of the token log started outside the trace "
-                                 "window and were left out",
-                                 removed));
+  warnings.push_back(
+      fmt::format("{} request(s) of the token log started outside the trace "
+                  "window and were left out",
+                  removed));
 }
 
 }  // namespace
@@ -52,10 +52,12 @@ void EventAnalyzer::on_record(const ld_hdr& rec, size_t size) {
       }
       break;
     case LD_EV_SOCK_CLOSE:
-      if (auto* c = record_as<ld_sock_close>(rec, size)) sockets_.add(*c); else malformed_++;
+      if (auto* c = record_as<ld_sock_close>(rec, size)) sockets_.add(*c);
+      else malformed_++;
       break;
     case LD_EV_TASK_EXIT:
-      if (auto* e = record_as<ld_task_exit>(rec, size)) sockets_.add(*e); else malformed_++;
+      if (auto* e = record_as<ld_task_exit>(rec, size)) sockets_.add(*e);
+      else malformed_++;
       break;
     default:
       if (rec.type >= LD_EV_TYPE_MAX) unknown_types_++;
@@ -76,18 +78,21 @@ model::Report EventAnalyzer::finish(const trace::TraceMeta& meta, const std::str
   const uint64_t start = header.start_mono_ns.value_or(first_ts_);
   const uint64_t end = meta.trailer.end_mono_ns.value_or(last_ts_);
   if (!meta.trailer.present)
-    warnings.push_back("the trace has no trailer (was the agent killed?): the window ends at the "
-                       "last event and probe counters are unknown");
+    warnings.push_back(
+        "the trace has no trailer (was the agent killed?): the window ends at the "
+        "last event and probe counters are unknown");
   if (header.record_layout_version > LD_RECORD_LAYOUT_VERSION)
-    warnings.push_back(fmt::format("the trace's records are of layout {}, this latency-doctor reads layout {}: "
-                                   "read it with the version that recorded it ({})",
-                                   header.record_layout_version, LD_RECORD_LAYOUT_VERSION,
-                                   header.agent_version.empty() ? "unknown" : header.agent_version));
+    warnings.push_back(
+        fmt::format("the trace's records are of layout {}, this latency-doctor reads layout {}: "
+                    "read it with the version that recorded it ({})",
+                    header.record_layout_version, LD_RECORD_LAYOUT_VERSION,
+                    header.agent_version.empty() ? "unknown" : header.agent_version));
   if (malformed_) warnings.push_back(fmt::format("{} malformed event record(s) skipped", malformed_));
   if (unknown_types_)
-    warnings.push_back(fmt::format("{} event record(s) of types this version does not know "
-                                   "were skipped (trace from a newer latency-doctor?)",
-                                   unknown_types_));
+    warnings.push_back(
+        fmt::format("{} event record(s) of types this version does not know "
+                    "were skipped (trace from a newer latency-doctor?)",
+                    unknown_types_));
 
   Timeline timeline = sockets_.finish();
   Timeline server_timeline;  // kept when a token log replaces it: attribution maps onto it
@@ -139,12 +144,12 @@ model::Report EventAnalyzer::finish(const trace::TraceMeta& meta, const std::str
   evidence_.finish();
   std::set<uint32_t> tgids;
   for (int pid : report.target.pids) tgids.insert(static_cast<uint32_t>(pid));
-  attribute(report, timeline, from_log ? &server_timeline : nullptr, evidence_, tgids,
-            header.target_start_mono_ns);
+  attribute(report, timeline, from_log ? &server_timeline : nullptr, evidence_, tgids, header.target_start_mono_ns);
   attach_frames(report, evidence_);
   if (!report.attributed && !report.outliers.empty())
-    warnings.push_back("no evidence probe ran (only sock?): outliers are found but their causes are unknown; "
-                       "record with --probes all");
+    warnings.push_back(
+        "no evidence probe ran (only sock?): outliers are found but their causes are unknown; "
+        "record with --probes all");
   if (tracks_) {
     // Syscall numbers are read with the traced host's table.
     auto tracks = tracks_->finish(header.machine);

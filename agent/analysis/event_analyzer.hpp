@@ -37,12 +37,11 @@ class EventAnalyzer {
   // trace header's clock offset). client_source: "" or "jsonl:PATH", a client's token log
   // joined per request to the server's (the report's times stay the server's); without it a
   // jsonl token_source is also the client side. Consumes the analyzer.
-  model::Report finish(const trace::TraceMeta& meta, const std::string& token_source,
-                       std::vector<std::string> warnings, const std::string& client_source = "");
-  // The same from the header and trailer objects of a trace file (trace::read_meta).
-  model::Report finish(const nlohmann::json& header, const nlohmann::json& trailer,
-                       const std::string& token_source, std::vector<std::string> warnings,
+  model::Report finish(const trace::TraceMeta& meta, const std::string& token_source, std::vector<std::string> warnings,
                        const std::string& client_source = "");
+  // The same from the header and trailer objects of a trace file (trace::read_meta).
+  model::Report finish(const nlohmann::json& header, const nlohmann::json& trailer, const std::string& token_source,
+                       std::vector<std::string> warnings, const std::string& client_source = "");
 
  private:
   SocketTimelineBuilder sockets_;

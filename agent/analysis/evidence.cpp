@@ -20,7 +20,8 @@ std::string syscall_of_stack(const std::vector<std::string>& frames) {
   for (const std::string& f : frames) {
     for (const char* prefix : {"__x64_sys_", "__arm64_sys_", "__ia32_sys_"}) {
       const size_t n = std::strlen(prefix);
-      if (f.compare(0, n, prefix) == 0) found = f.substr(n, f.find('+') == std::string::npos ? std::string::npos : f.find('+') - n);
+      if (f.compare(0, n, prefix) == 0)
+        found = f.substr(n, f.find('+') == std::string::npos ? std::string::npos : f.find('+') - n);
     }
   }
   return found;
@@ -50,9 +51,8 @@ Cause classify_kernel_stack(const std::vector<std::string>& frames) {
   // Reclaim and swap first: they run inside page faults and allocations.
   for (const std::string& f : frames) {
     if (contains(f, "try_to_free_pages") || contains(f, "shrink_node") || contains(f, "shrink_lruvec") ||
-        contains(f, "try_to_free_mem_cgroup_pages") || contains(f, "compact_zone") ||
-        contains(f, "swap_readpage") || contains(f, "do_swap_page") || contains(f, "swap_read_folio") ||
-        contains(f, "__alloc_pages_direct"))
+        contains(f, "try_to_free_mem_cgroup_pages") || contains(f, "compact_zone") || contains(f, "swap_readpage") ||
+        contains(f, "do_swap_page") || contains(f, "swap_read_folio") || contains(f, "__alloc_pages_direct"))
       return Cause::kSwapReclaim;
   }
   for (const std::string& f : frames) {
@@ -80,8 +80,8 @@ Cause classify_kernel_stack(const std::vector<std::string>& frames) {
         contains(f, "do_sys_poll") || contains(f, "do_select"))
       return Cause::kAppWait;
     if (contains(f, "tcp_sendmsg") || contains(f, "tcp_recvmsg") || contains(f, "sk_wait_data") ||
-        contains(f, "sk_stream_wait_memory") || contains(f, "unix_stream_sendmsg") ||
-        contains(f, "__dev_queue_xmit") || contains(f, "net_rx_action"))
+        contains(f, "sk_stream_wait_memory") || contains(f, "unix_stream_sendmsg") || contains(f, "__dev_queue_xmit") ||
+        contains(f, "net_rx_action"))
       return Cause::kNetwork;
   }
   return Cause::kCompute;
@@ -114,12 +114,18 @@ void EvidenceStore::finish() {
     sort_by(t.reclaims, [](const Reclaim& r) { return r.start_ns; });
     sort_by(t.cuda, [](const CudaCall& c) { return c.start_ns; });
     // The ends as the walk's searches read them (faults: last fault + 1 ns).
-    t.longest.aggs = longest(t.aggs, [](auto& g) { return g.start_ns; }, [](auto& g) { return g.end_ns; });
-    t.longest.syscalls = longest(t.syscalls, [](auto& s) { return s.start_ns; }, [](auto& s) { return s.end_ns; });
-    t.longest.gil_waits = longest(t.gil_waits, [](auto& g) { return g.start_ns; }, [](auto& g) { return g.end_ns; });
-    t.longest.faults = longest(t.faults, [](auto& f) { return f.first_ns; }, [](auto& f) { return f.last_ns + 1; });
-    t.longest.reclaims = longest(t.reclaims, [](auto& r) { return r.start_ns; }, [](auto& r) { return r.end_ns; });
-    t.longest.cuda = longest(t.cuda, [](auto& c) { return c.start_ns; }, [](auto& c) { return c.end_ns; });
+    t.longest.aggs = longest(
+        t.aggs, [](auto& g) { return g.start_ns; }, [](auto& g) { return g.end_ns; });
+    t.longest.syscalls = longest(
+        t.syscalls, [](auto& s) { return s.start_ns; }, [](auto& s) { return s.end_ns; });
+    t.longest.gil_waits = longest(
+        t.gil_waits, [](auto& g) { return g.start_ns; }, [](auto& g) { return g.end_ns; });
+    t.longest.faults = longest(
+        t.faults, [](auto& f) { return f.first_ns; }, [](auto& f) { return f.last_ns + 1; });
+    t.longest.reclaims = longest(
+        t.reclaims, [](auto& r) { return r.start_ns; }, [](auto& r) { return r.end_ns; });
+    t.longest.cuda = longest(
+        t.cuda, [](auto& c) { return c.start_ns; }, [](auto& c) { return c.end_ns; });
     for (CpuSample& s : t.samples) {
       if (s.user_mode || s.kstack_id < 0) continue;
       if (auto known = perf_stack_causes.find(s.kstack_id); known != perf_stack_causes.end()) {

@@ -73,7 +73,7 @@ struct CpuSample {  // 16 bytes: a third of a trace's records are samples
   int32_t kstack_id = -1;         // classified in finish(): stacks come at the end of a trace
   Cause cause = Cause::kCompute;  // compute for user mode or an ordinary kernel path
   bool user_mode = true;
-  uint16_t frames = 0;            // EvidenceStore::sample_frames() id; 0 = no user-space frames
+  uint16_t frames = 0;  // EvidenceStore::sample_frames() id; 0 = no user-space frames
 };
 static_assert(sizeof(CpuSample) == 16, "a third of a trace's records are samples");
 
@@ -106,8 +106,8 @@ struct CudaCall {
   uint64_t dur_ns = 0;                // time in the calls (LAUNCH: summed)
   uint64_t arg = 0;                   // SYNC: stream/event; MEMCPY, ALLOC: bytes
   uint32_t count = 0;
-  uint16_t kind = 0;                  // enum ld_cuda_kind
-  uint16_t api = 0;                   // enum ld_cuda_api
+  uint16_t kind = 0;  // enum ld_cuda_kind
+  uint16_t api = 0;   // enum ld_cuda_api
   // A call the host thread waits in: for the GPU (sync, synchronous copy) or an allocation.
   bool blocks() const;
 };

@@ -91,7 +91,8 @@ bool EvidenceStore::decode<LD_EV_SCHED_AGG>(const ld_hdr& rec, size_t size) {
   SchedAgg agg{e->period_start_ns, rec.ts_ns, e->blocked_ns, e->runnable_ns};
   static_assert(std::tuple_size_v<decltype(agg.wakers)> == LD_AGG_WAKERS, "one slot per kernel slot");
   if (size >= sizeof(ld_sched_agg))
-    for (size_t i = 0; i < LD_AGG_WAKERS; ++i) agg.wakers[i] = {e->wakers[i].tid, e->wakers[i].tgid, e->wakers[i].count};
+    for (size_t i = 0; i < LD_AGG_WAKERS; ++i)
+      agg.wakers[i] = {e->wakers[i].tid, e->wakers[i].tgid, e->wakers[i].count};
   thread_of(rec).aggs.push_back(agg);
   has_sched_ = true;
   return true;
@@ -175,7 +176,8 @@ bool EvidenceStore::decode<LD_EV_KSTACK>(const ld_hdr& rec, size_t size) {
   if (sizeof(ld_kstack) + depth * LD_SYM_LEN > size) return false;
   const char* frames = reinterpret_cast<const char*>(e + 1);
   std::vector<std::string> list;
-  for (size_t i = 0; i < depth; ++i) list.emplace_back(frames + i * LD_SYM_LEN, strnlen(frames + i * LD_SYM_LEN, LD_SYM_LEN));
+  for (size_t i = 0; i < depth; ++i)
+    list.emplace_back(frames + i * LD_SYM_LEN, strnlen(frames + i * LD_SYM_LEN, LD_SYM_LEN));
   kstacks_[{e->source, e->stack_id}] = std::move(list);
   return true;
 }
@@ -280,8 +282,8 @@ template <>
 bool EvidenceStore::decode<LD_EV_NET_SAMPLE>(const ld_hdr& rec, size_t size) {
   auto* e = record_as<ld_net_sample>(rec, size);
   if (!e) return false;
-  net_.push_back({rec.ts_ns, e->listen_overflows, e->listen_drops, e->tcp_timewait, e->retrans_segs,
-                  e->passive_opens, e->active_opens});
+  net_.push_back({rec.ts_ns, e->listen_overflows, e->listen_drops, e->tcp_timewait, e->retrans_segs, e->passive_opens,
+                  e->active_opens});
   return true;
 }
 

@@ -27,7 +27,7 @@ struct FuncKey {
 // occurrence and its line (Python).
 struct SampleFuncs {
   struct Item {
-    size_t func = 0;   // index into Frames::funcs
+    size_t func = 0;  // index into Frames::funcs
     int32_t line = -1;
     uint32_t depth = 0;
   };
@@ -42,7 +42,7 @@ struct Tally {
     std::map<int32_t, uint64_t> lines;
   };
   std::unordered_map<size_t, Func> funcs;
-  bool python = false;   // some sample had Python frames
+  bool python = false;  // some sample had Python frames
 };
 
 std::string base_name(const std::string& path) {
@@ -56,8 +56,8 @@ void for_each_sample(const EvidenceStore& store, uint32_t tid, uint64_t a, uint6
   const ThreadEvidence* t = store.thread(tid);
   if (!t || a >= b) return;
   const auto& samples = t->samples;
-  auto it = std::lower_bound(samples.begin(), samples.end(), a,
-                             [](const CpuSample& s, uint64_t ts) { return s.ts_ns < ts; });
+  auto it =
+      std::lower_bound(samples.begin(), samples.end(), a, [](const CpuSample& s, uint64_t ts) { return s.ts_ns < ts; });
   for (; it != samples.end() && it->ts_ns < b; ++it) fn(*it);
 }
 
@@ -204,7 +204,8 @@ class Flame {
 
 // Each outlier's window on its thread, overlapping windows of a thread merged: a sample two
 // outliers share (requests batched on one thread) is one sample of the flame graph.
-model::FlameProfile outlier_flame(const model::Report& report, const EvidenceStore& store, const FrameOptions& options) {
+model::FlameProfile outlier_flame(const model::Report& report, const EvidenceStore& store,
+                                  const FrameOptions& options) {
   std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> windows;
   for (const model::Outlier& o : report.outliers)
     if (o.tid != 0 && o.start_mono_ns < o.end_mono_ns) windows[o.tid].push_back({o.start_mono_ns, o.end_mono_ns});
@@ -305,3 +306,5 @@ void attach_frames(model::Report& report, const EvidenceStore& store, const Fram
   for (model::Outlier& o : report.outliers)
     if (o.tid != 0) outlier_frames(o, typical, frames, options);
 }
+
+}  // namespace ld::analysis

@@ -9,11 +9,11 @@
 namespace ld::analysis {
 
 struct FrameOptions {
-  size_t max_frames = 5;       // per outlier (and for the typical token)
-  double min_excess = 0.05;    // an outlier's function must run this much more than typically
-  uint64_t min_samples = 2;    // a window with fewer samples with frames gets none
-  size_t flame_stacks = 200;   // distinct stacks kept in report.outlier_flame (the rest summed)
-  size_t flame_depth = 32;     // frames kept of a stack (the innermost)
+  size_t max_frames = 5;      // per outlier (and for the typical token)
+  double min_excess = 0.05;   // an outlier's function must run this much more than typically
+  uint64_t min_samples = 2;   // a window with fewer samples with frames gets none
+  size_t flame_stacks = 200;  // distinct stacks kept in report.outlier_flame (the rest summed)
+  size_t flame_depth = 32;    // frames kept of a stack (the innermost)
 };
 
 // Fills every outlier's `frames` (the functions it ran beyond a typical token: its share of the

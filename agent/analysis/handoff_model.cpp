@@ -30,8 +30,8 @@ class WakeCounter {
     const auto& offs = t.offcpu;
     auto it = std::partition_point(offs.begin(), offs.end(), [&](const OffCpu& o) { return o.on_ns <= a; });
     for (; it != offs.end() && it->off_ns < b; ++it)
-      if (!it->preempted && it->waker_tid != 0 && it->waker_tid != t.tid && from_server(it->waker_tid, it->waker_tgid) &&
-          !is_gil_block(store_, t, cursors_[t], *it))
+      if (!it->preempted && it->waker_tid != 0 && it->waker_tid != t.tid &&
+          from_server(it->waker_tid, it->waker_tgid) && !is_gil_block(store_, t, cursors_[t], *it))
         wakes[it->waker_tid]++;
   }
 
@@ -41,12 +41,14 @@ class WakeCounter {
   // also waited for the GIL is left out: its wakers may be GIL peers handing over.
   void count_short_waits(const ThreadEvidence& t, uint64_t a, uint64_t b, std::map<uint32_t, uint64_t>& wakes) {
     Cursors& cur = cursors_[t];
-    for_overlapping(t.aggs, cur.aggs, t.longest.aggs, a, b, [](const SchedAgg& g) { return g.start_ns; },
-                    [](const SchedAgg& g) { return g.end_ns; }, [&](const SchedAgg& g) {
-                      if (waited_for_gil(store_, t, cur, g.start_ns, g.end_ns)) return;
-                      for (const SchedAgg::Waker& w : g.wakers)
-                        if (w.tid != 0 && w.tid != t.tid && from_server(w.tid, w.tgid)) wakes[w.tid] += w.count;
-                    });
+    for_overlapping(
+        t.aggs, cur.aggs, t.longest.aggs, a, b, [](const SchedAgg& g) { return g.start_ns; },
+        [](const SchedAgg& g) { return g.end_ns; },
+        [&](const SchedAgg& g) {
+          if (waited_for_gil(store_, t, cur, g.start_ns, g.end_ns)) return;
+          for (const SchedAgg::Waker& w : g.wakers)
+            if (w.tid != 0 && w.tid != t.tid && from_server(w.tid, w.tgid)) wakes[w.tid] += w.count;
+        });
   }
 
   const EvidenceStore& store_;

@@ -89,7 +89,8 @@ BatchInterference::BatchInterference(const model::Timeline& requests, const mode
   }
   for (const auto& [tid, served] : consumers) {
     const bool many = served.size() >= 2;
-    const bool busy_one = std::any_of(served.begin(), served.end(), [&](uint32_t t) { return multiplexing.count(t) > 0; });
+    const bool busy_one =
+        std::any_of(served.begin(), served.end(), [&](uint32_t t) { return multiplexing.count(t) > 0; });
     if (many || busy_one) shared_.insert(tid);
   }
 }
@@ -124,7 +125,8 @@ void BatchInterference::apply(WindowAccount& acc, size_t request, uint64_t a, ui
   double shared_ns = 0;
   for (const auto& p : acc.compute_pieces)
     if (p.b > p.a && shared(p.tid))
-      shared_ns += static_cast<double>(p.ns) * static_cast<double>(util::covered_ns(spans, p.a, p.b)) / static_cast<double>(p.b - p.a);
+      shared_ns += static_cast<double>(p.ns) * static_cast<double>(util::covered_ns(spans, p.a, p.b)) /
+                   static_cast<double>(p.b - p.a);
   const uint64_t moved = std::min(static_cast<uint64_t>(shared_ns), compute - own_ns);
   if (moved == 0) return;
   acc.ns_of(Cause::kCompute) -= moved;

@@ -34,8 +34,8 @@ std::string LiveWatch::on_record(const ld_hdr& rec, size_t size) {
   } else if (s.last_token_ns && rec.ts_ns > s.last_token_ns) {
     const double gap = util::ns_to_ms(rec.ts_ns - s.last_token_ns);
     if (gap > gap_limit_ms_)
-      line = fmt::format("live: slow gap {:.0f} ms before token {} (tid {}, port {})", gap, s.tokens, rec.tid,
-                         io.lport);
+      line =
+          fmt::format("live: slow gap {:.0f} ms before token {} (tid {}, port {})", gap, s.tokens, rec.tid, io.lport);
   }
   s.last_token_ns = rec.ts_ns;
   s.tokens++;

@@ -16,7 +16,6 @@ using model::Cause;
 
 namespace {
 
-
 // Only the target's own work can be initialisation: computing, allocating, reading files. A first
 // request that waited behind a neighbour, a quota, a lock or the GIL keeps that cause.
 bool looks_like_own_work(const model::Outlier& o) {
@@ -69,7 +68,8 @@ std::vector<model::ActivityStep> activity_of(const std::vector<WindowAccount::St
     for (const Piece& p : pieces)
       if (p.ns >= thresholds::kActivityMinNs) lengths.push_back(p.ns);
     std::sort(lengths.rbegin(), lengths.rend());
-    const uint64_t cut = lengths.size() > thresholds::kActivitySteps ? lengths[thresholds::kActivitySteps - 1] : thresholds::kActivityMinNs;
+    const uint64_t cut = lengths.size() > thresholds::kActivitySteps ? lengths[thresholds::kActivitySteps - 1]
+                                                                     : thresholds::kActivityMinNs;
     std::vector<Piece> kept;
     for (const Piece& p : pieces)
       if (p.ns >= cut && kept.size() < thresholds::kActivitySteps) kept.push_back(p);
@@ -125,7 +125,8 @@ void describe_extra_code(model::Outlier& o, const EvidenceStore& store, const Ha
   if (hot.samples == 0) return;
   auto listed = [](const std::vector<std::pair<std::string, double>>& items) {
     std::string out;
-    for (const auto& [name, share] : items) out += fmt::format("{}{} {:.0f}%", out.empty() ? "" : ", ", name, share * 100);
+    for (const auto& [name, share] : items)
+      out += fmt::format("{}{} {:.0f}%", out.empty() ? "" : ", ", name, share * 100);
     return out;
   };
   compute->evidence["samples"] = hot.samples;
@@ -155,7 +156,8 @@ HotCode hot_code(const EvidenceStore& store, const std::vector<uint32_t>& tids, 
   for (uint32_t tid : tids) {
     const ThreadEvidence* t = store.thread(tid);
     if (!t) continue;
-    auto it = std::partition_point(t->samples.begin(), t->samples.end(), [&](const CpuSample& s) { return s.ts_ns < a; });
+    auto it =
+        std::partition_point(t->samples.begin(), t->samples.end(), [&](const CpuSample& s) { return s.ts_ns < a; });
     for (; it != t->samples.end() && it->ts_ns < b; ++it) {
       ++hot.samples;
       if (it->user_mode) {

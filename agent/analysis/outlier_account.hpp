@@ -34,8 +34,7 @@ struct HotCode {
   double user_share = 0;
   std::vector<std::pair<std::string, double>> kernel_frames, syscalls;
 };
-HotCode hot_code(const EvidenceStore& store, const std::vector<uint32_t>& tids, uint64_t a, uint64_t b,
-                 size_t top = 3);
+HotCode hot_code(const EvidenceStore& store, const std::vector<uint32_t>& tids, uint64_t a, uint64_t b, size_t top = 3);
 // A slow token that computed more than its own work (`own_compute_ms`) ran extra code: how much
 // more, and what its CPU samples saw. The token thread's samples, and its producer's when
 // another thread makes its tokens.

@@ -14,7 +14,6 @@ using namespace model;
 
 namespace {
 
-
 double input_of(const Request& r) {
   return r.input_tokens >= 0 ? static_cast<double>(r.input_tokens) : static_cast<double>(r.input_bytes);
 }
@@ -37,8 +36,7 @@ GapLimit gap_limit(const Timeline& timeline, const OutlierConfig& config) {
   for (const Request& r : timeline.requests) gap_count += r.token_ns.size() > 1 ? r.token_ns.size() - 1 : 0;
   gaps.reserve(gap_count);
   for (const Request& r : timeline.requests)
-    for (size_t k = 1; k < r.token_ns.size(); ++k)
-      gaps.push_back(util::delta_ms(r.token_ns[k], r.token_ns[k - 1]));
+    for (size_t k = 1; k < r.token_ns.size(); ++k) gaps.push_back(util::delta_ms(r.token_ns[k], r.token_ns[k - 1]));
   // In place: the gaps are not needed after their median and MAD.
   GapLimit g;
   g.median = percentile_in_place(gaps, 50.0);
@@ -71,8 +69,8 @@ TtftLimits ttft_limits(const Timeline& timeline, const OutlierConfig& config, Tt
   for (size_t i = 0; i < ttfts.size(); ++i) {
     const double base = fit.valid ? std::max(0.0, fit.a * std::sqrt(inputs[i]) + fit.b) : ttft_median;
     out.base.push_back(base);
-    out.limit.push_back(std::max({base * config.ttft_margin, base + config.ttft_floor_ms,
-                                  base + config.tpot_mad_k * resid_spread}));
+    out.limit.push_back(
+        std::max({base * config.ttft_margin, base + config.ttft_floor_ms, base + config.tpot_mad_k * resid_spread}));
   }
   return out;
 }
@@ -95,7 +93,8 @@ std::vector<Window> find_outliers(const Timeline& timeline, const std::vector<co
       out.push_back(w);
     }
     for (size_t k = 1; k < r.token_ns.size(); ++k) {
-      Window w{WindowKind::kTpot, i, k, r.token_ns[k - 1], r.token_ns[k], r.token_ns[k - 1], token_thread(r, s, k), gaps.median};
+      Window w{WindowKind::kTpot,     i,          k, r.token_ns[k - 1], r.token_ns[k], r.token_ns[k - 1],
+               token_thread(r, s, k), gaps.median};
       if (util::ns_to_ms(w.b - w.a) > gaps.limit) out.push_back(w);
       else on_typical(w);
     }
@@ -115,7 +114,8 @@ std::vector<const Request*> match_server(const Timeline& log, const Timeline* se
     for (size_t j = 0; j < server->requests.size(); ++j) {
       const Request& s = server->requests[j];
       if (used[j] || s.token_ns.empty()) continue;
-      const uint64_t gap = s.token_ns[0] > r.token_ns[0] ? s.token_ns[0] - r.token_ns[0] : r.token_ns[0] - s.token_ns[0];
+      const uint64_t gap =
+          s.token_ns[0] > r.token_ns[0] ? s.token_ns[0] - r.token_ns[0] : r.token_ns[0] - s.token_ns[0];
       if (gap < best_gap) {
         best_gap = gap;
         best = static_cast<int64_t>(j);

@@ -15,7 +15,7 @@ namespace ld::analysis {
 // A window to attribute: [a, b] on the thread that sent the token at b.
 struct Window {
   model::WindowKind kind = model::WindowKind::kTpot;
-  size_t request = 0;     // index into the timeline
+  size_t request = 0;  // index into the timeline
   uint64_t token_index = 0;
   uint64_t a = 0, b = 0;
   uint64_t walk_from = 0;  // the server saw the request at this time (jsonl: may be after a)

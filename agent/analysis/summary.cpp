@@ -19,8 +19,7 @@ double max_of(const std::vector<double>& values) {
   return best;
 }
 
-RequestRow row_of(const model::Request& request, const std::vector<double>& gaps,
-                  int64_t realtime_minus_monotonic_ns) {
+RequestRow row_of(const model::Request& request, const std::vector<double>& gaps, int64_t realtime_minus_monotonic_ns) {
   RequestRow row;
   row.id = request.id;
   row.start_unix_ns = mono_to_unix_ns(request.start_ns, realtime_minus_monotonic_ns);
@@ -39,8 +38,8 @@ RequestRow row_of(const model::Request& request, const std::vector<double>& gaps
   return row;
 }
 
-void count_over_thresholds(const RequestRow& row, const std::vector<double>& gaps,
-                           const Thresholds& limits, ThresholdCounts& counts) {
+void count_over_thresholds(const RequestRow& row, const std::vector<double>& gaps, const Thresholds& limits,
+                           ThresholdCounts& counts) {
   if (row.ttft_ms > limits.ttft_stuck_ms) ++counts.ttft_stuck;
   for (double gap : gaps) {
     if (gap > limits.gap_broken_ms) ++counts.gaps_broken;
@@ -50,16 +49,14 @@ void count_over_thresholds(const RequestRow& row, const std::vector<double>& gap
 
 }  // namespace
 
-Report build_report(const model::Timeline& timeline, const Target& target,
-                    uint64_t window_start_mono_ns, uint64_t window_end_mono_ns,
-                    int64_t realtime_minus_monotonic_ns, const Thresholds& thresholds) {
+Report build_report(const model::Timeline& timeline, const Target& target, uint64_t window_start_mono_ns,
+                    uint64_t window_end_mono_ns, int64_t realtime_minus_monotonic_ns, const Thresholds& thresholds) {
   Report report;
   report.target = target;
   report.start_unix_ns = mono_to_unix_ns(window_start_mono_ns, realtime_minus_monotonic_ns);
   report.realtime_minus_monotonic_ns = realtime_minus_monotonic_ns;
-  report.duration_ms = window_end_mono_ns > window_start_mono_ns
-                           ? (window_end_mono_ns - window_start_mono_ns) / util::kNsPerMs
-                           : 0;
+  report.duration_ms =
+      window_end_mono_ns > window_start_mono_ns ? (window_end_mono_ns - window_start_mono_ns) / util::kNsPerMs : 0;
   report.thresholds = thresholds;
   report.non_streaming_requests = timeline.non_streaming_requests;
   report.partial_requests = timeline.partial_requests;

@@ -10,8 +10,8 @@
 namespace ld::analysis {
 
 // realtime_minus_monotonic_ns converts the timeline's monotonic times to unix times.
-model::Report build_report(const model::Timeline& timeline, const model::Target& target,
-                           uint64_t window_start_mono_ns, uint64_t window_end_mono_ns,
-                           int64_t realtime_minus_monotonic_ns, const model::Thresholds& thresholds = {});
+model::Report build_report(const model::Timeline& timeline, const model::Target& target, uint64_t window_start_mono_ns,
+                           uint64_t window_end_mono_ns, int64_t realtime_minus_monotonic_ns,
+                           const model::Thresholds& thresholds = {});
 
 }  // namespace ld::analysis

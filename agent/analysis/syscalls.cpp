@@ -88,8 +88,7 @@ static_assert(sorted_by_number(), "kX86_64 must be sorted by number, each number
 
 const Syscall* find(uint32_t nr, const std::string& machine) {
   if (machine != "x86_64") return nullptr;
-  auto it = std::lower_bound(kX86_64.begin(), kX86_64.end(), nr,
-                             [](const Syscall& s, uint32_t n) { return s.nr < n; });
+  auto it = std::lower_bound(kX86_64.begin(), kX86_64.end(), nr, [](const Syscall& s, uint32_t n) { return s.nr < n; });
   return it != kX86_64.end() && it->nr == nr ? &*it : nullptr;
 }
 

@@ -42,37 +42,42 @@ bool is_server_thread(const EvidenceStore& store, const std::set<uint32_t>& targ
 std::pair<uint64_t, double> gil_wait_ns(const ThreadEvidence& t, Cursors& cur, uint64_t a, uint64_t b) {
   uint64_t ns = 0;
   double waits = 0;
-  for_overlapping(t.gil_waits, cur.gil_waits, t.longest.gil_waits, a, b, [](const GilWait& g) { return g.start_ns; },
-                  [](const GilWait& g) { return g.end_ns; }, [&](const GilWait& g) {
-                    // A record of summed short waits spans up to a second of them, with work
-                    // and sleeps between: only its waits' share of the overlap is GIL time.
-                    const uint64_t o = util::overlap_ns(a, b, g.start_ns, g.end_ns), span = g.end_ns - g.start_ns;
-                    ns += g.count > 1 && span > g.dur_ns
-                              ? static_cast<uint64_t>(static_cast<double>(o) * static_cast<double>(g.dur_ns) /
-                                                      static_cast<double>(span))
-                              : o;
-                    waits += g.count;
-                  });
+  for_overlapping(
+      t.gil_waits, cur.gil_waits, t.longest.gil_waits, a, b, [](const GilWait& g) { return g.start_ns; },
+      [](const GilWait& g) { return g.end_ns; },
+      [&](const GilWait& g) {
+        // A record of summed short waits spans up to a second of them, with work
+        // and sleeps between: only its waits' share of the overlap is GIL time.
+        const uint64_t o = util::overlap_ns(a, b, g.start_ns, g.end_ns), span = g.end_ns - g.start_ns;
+        ns += g.count > 1 && span > g.dur_ns
+                  ? static_cast<uint64_t>(static_cast<double>(o) * static_cast<double>(g.dur_ns) /
+                                          static_cast<double>(span))
+                  : o;
+        waits += g.count;
+      });
   return {ns, waits};
 }
 
 const Syscall* longest_call(const ThreadEvidence& t, Cursors& cur, uint64_t a, uint64_t b) {
   const Syscall* call = nullptr;
   uint64_t call_overlap = 0;
-  for_overlapping(t.syscalls, cur.syscalls, t.longest.syscalls, a, b, [](const Syscall& s) { return s.start_ns; },
-                  [](const Syscall& s) { return s.end_ns; }, [&](const Syscall& s) {
-                    if (const uint64_t o = util::overlap_ns(a, b, s.start_ns, s.end_ns); o > call_overlap) {
-                      call = &s;
-                      call_overlap = o;
-                    }
-                  });
+  for_overlapping(
+      t.syscalls, cur.syscalls, t.longest.syscalls, a, b, [](const Syscall& s) { return s.start_ns; },
+      [](const Syscall& s) { return s.end_ns; },
+      [&](const Syscall& s) {
+        if (const uint64_t o = util::overlap_ns(a, b, s.start_ns, s.end_ns); o > call_overlap) {
+          call = &s;
+          call_overlap = o;
+        }
+      });
   return call;
 }
 
 bool reclaimed_in(const ThreadEvidence& t, Cursors& cur, uint64_t a, uint64_t b) {
   bool found = false;
-  for_overlapping(t.reclaims, cur.reclaims, t.longest.reclaims, a, b, [](const Reclaim& r) { return r.start_ns; },
-                  [](const Reclaim& r) { return r.end_ns; }, [&](const Reclaim&) { found = true; });
+  for_overlapping(
+      t.reclaims, cur.reclaims, t.longest.reclaims, a, b, [](const Reclaim& r) { return r.start_ns; },
+      [](const Reclaim& r) { return r.end_ns; }, [&](const Reclaim&) { found = true; });
   return found;
 }
 
@@ -97,10 +102,10 @@ bool is_gil_block(const EvidenceStore& store, const ThreadEvidence& t, Cursors& 
 bool waited_for_gil(const EvidenceStore& store, const ThreadEvidence& t, Cursors& cur, uint64_t a, uint64_t b) {
   if (gil_wait_ns(t, cur, a, b).second > 0) return true;
   bool waited = false;
-  for_overlapping(t.syscalls, cur.syscalls, t.longest.syscalls, a, b, [](const Syscall& s) { return s.start_ns; },
-                  [](const Syscall& s) { return s.end_ns; }, [&](const Syscall& s) {
-                    waited = waited || (is_futex_kind(s.kind) && store.is_gil_address(t.tgid, s.arg0));
-                  });
+  for_overlapping(
+      t.syscalls, cur.syscalls, t.longest.syscalls, a, b, [](const Syscall& s) { return s.start_ns; },
+      [](const Syscall& s) { return s.end_ns; },
+      [&](const Syscall& s) { waited = waited || (is_futex_kind(s.kind) && store.is_gil_address(t.tgid, s.arg0)); });
   return waited;
 }
 

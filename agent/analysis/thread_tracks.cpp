@@ -56,7 +56,6 @@ std::string syscall_path(const ld_syscall& ev, size_t size) {
 
 }  // namespace
 
-
 ThreadTrackBuilder::ThreadTrackBuilder(size_t max_intervals_per_thread, size_t max_waits_per_thread)
     : max_intervals_(max_intervals_per_thread), max_waits_(max_waits_per_thread) {}
 
@@ -87,8 +86,7 @@ void ThreadTrackBuilder::on_record(const ld_hdr& rec, size_t size) {
     case LD_EV_TASK_EXIT:
       if (record_as<ld_task_exit>(rec, size)) thread(rec).exit_ns = rec.ts_ns;
       break;
-    default:
-      break;
+    default: break;
   }
 }
 
@@ -109,8 +107,8 @@ void ThreadTrackBuilder::add_offcpu(const ld_offcpu& ev) {
     return;
   }
   const bool preempted = ev.kind == LD_OFF_PREEMPTED;
-  t.intervals.push_back({ev.off_ns, preempted ? 0 : ev.wake_ns, ev.on_ns, ev.syscall_nr,
-                         ev.waker_tid, ev.holder_tid, preempted});
+  t.intervals.push_back(
+      {ev.off_ns, preempted ? 0 : ev.wake_ns, ev.on_ns, ev.syscall_nr, ev.waker_tid, ev.holder_tid, preempted});
 }
 
 void ThreadTrackBuilder::add_wait(const ld_hdr& rec, Wait wait) {
@@ -126,7 +124,8 @@ void ThreadTrackBuilder::add_wait(const ld_hdr& rec, Wait wait) {
 }
 
 void ThreadTrackBuilder::add_syscall(const ld_syscall& ev, size_t size) {
-  const uint64_t start = ev.kind == LD_SYS_DIRTY_THROTTLE ? ev.start_ns : ev.hdr.ts_ns - std::min(ev.hdr.ts_ns, ev.dur_ns);
+  const uint64_t start =
+      ev.kind == LD_SYS_DIRTY_THROTTLE ? ev.start_ns : ev.hdr.ts_ns - std::min(ev.hdr.ts_ns, ev.dur_ns);
   add_wait(ev.hdr, {start, ev.hdr.ts_ns, syscall_detail(ev, syscall_path(ev, size)), 1});
 }
 
@@ -143,13 +142,12 @@ std::string ThreadTrackBuilder::task_label(uint32_t tid) const {
 
 // The wait that overlaps the blocked interval most names it; a GIL wait beats the futex
 // wait it is made of.
-std::string ThreadTrackBuilder::blocked_detail(const Interval& iv, const Thread& t,
-                                               const std::string& machine) const {
+std::string ThreadTrackBuilder::blocked_detail(const Interval& iv, const Thread& t, const std::string& machine) const {
   const std::vector<Wait>& waits = t.waits;  // sorted by start
   const Wait* best = nullptr;
   uint64_t best_overlap = 0;
   for (auto it = std::upper_bound(waits.begin(), waits.end(), iv.wake_ns,
-                                  [](uint64_t t, const Wait& w) { return t <= w.start_ns; });
+                                  [](uint64_t t, const Wait&w) { return t <= w.start_ns; });
        it != waits.begin();) {
     --it;
     if (it->end_ns <= iv.off_ns) {
@@ -214,10 +212,10 @@ ThreadTracks ThreadTrackBuilder::finish(const std::string& machine) {
     return std::pair(a.tgid, a.tid) < std::pair(b.tgid, b.tid);
   });
   if (dropped_) {
-    out.warnings.push_back(fmt::format(
-        "thread tracks: {} scheduler/syscall record(s) beyond the per-thread cap were left out; "
-        "the states of the busiest threads end early",
-        dropped_));
+    out.warnings.push_back(
+        fmt::format("thread tracks: {} scheduler/syscall record(s) beyond the per-thread cap were left out; "
+                    "the states of the busiest threads end early",
+                    dropped_));
   }
   threads_.clear();
   return out;

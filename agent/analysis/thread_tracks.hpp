@@ -26,8 +26,7 @@ class ThreadTrackBuilder {
  public:
   // Memory bound: off-CPU intervals kept per thread, and waits (syscalls, GIL) kept per thread
   // for naming them. Beyond either cap the thread's later records are dropped with a warning.
-  explicit ThreadTrackBuilder(size_t max_intervals_per_thread = 200'000,
-                              size_t max_waits_per_thread = 50'000);
+  explicit ThreadTrackBuilder(size_t max_intervals_per_thread = 200'000, size_t max_waits_per_thread = 50'000);
 
   void on_record(const ld_hdr& rec, size_t size);  // short or unknown records are ignored
   // `machine`: the traced host's uname machine (trace header host.machine), for syscall names.
@@ -67,7 +66,7 @@ class ThreadTrackBuilder {
 
   size_t max_intervals_;
   size_t max_waits_;
-  std::map<uint32_t, Thread> threads_;   // by tid
+  std::map<uint32_t, Thread> threads_;     // by tid
   std::map<uint32_t, std::string> comms_;  // any task named by a record (waker, holder)
   uint64_t last_ts_ = 0;
   uint64_t dropped_ = 0;

@@ -57,9 +57,7 @@ using SocketKey = std::pair<uint32_t, uint64_t>;  // (tgid, sock_id)
 // classified LD_PC_SSE_DATA and counts as one more token: one short TPOT gap at the end of each
 // response, and the response's token count is one too high.
 bool is_token_class(uint8_t cls) { return cls == LD_PC_SSE_DATA || cls == LD_PC_HTTP_RESPONSE_SSE; }
-bool is_status_line_class(uint8_t cls) {
-  return cls == LD_PC_HTTP_RESPONSE || cls == LD_PC_HTTP_RESPONSE_SSE;
-}
+bool is_status_line_class(uint8_t cls) { return cls == LD_PC_HTTP_RESPONSE || cls == LD_PC_HTTP_RESPONSE_SSE; }
 bool is_end_marker_class(uint8_t cls) { return cls == LD_PC_SSE_DONE || cls == LD_PC_CHUNK_END; }
 
 // Why a request or a connection stopped being followed.
@@ -204,8 +202,7 @@ class ConnectionMachine {
     const bool opens_content = is_status_line_class(cls) || is_token_class(cls);
     if (!pending_.empty() && pending_.front().ended && opens_content) {
       finalize_front(EndReason::kNextResponse);
-    } else if (pending_.size() > 1 && is_status_line_class(cls) &&
-               pending_.front().response_started) {
+    } else if (pending_.size() > 1 && is_status_line_class(cls) && pending_.front().response_started) {
       // A second status line while requests queue: the front's body had no end marker.
       finalize_front(EndReason::kNextResponse);
     }
@@ -455,13 +452,13 @@ Timeline SocketTimelineBuilder::finish() {
     timeline.in_flight_requests += r.in_flight;
     timeline.multi_event_sends += r.multi_event_sends;
     for (size_t nr = 0; nr < r.send_syscalls.size(); ++nr)
-      if (r.send_syscalls[nr]) timeline.send_syscalls[io_syscall_name(static_cast<unsigned>(nr))] += r.send_syscalls[nr];
+      if (r.send_syscalls[nr])
+        timeline.send_syscalls[io_syscall_name(static_cast<unsigned>(nr))] += r.send_syscalls[nr];
     for (Numbered& n : r.requests) timeline.requests.push_back(std::move(n.request));
   }
-  std::sort(timeline.requests.begin(), timeline.requests.end(),
-            [](const Request& a, const Request& b) {
-              return std::tie(a.start_ns, a.tgid, a.id) < std::tie(b.start_ns, b.tgid, b.id);
-            });
+  std::sort(timeline.requests.begin(), timeline.requests.end(), [](const Request& a, const Request& b) {
+    return std::tie(a.start_ns, a.tgid, a.id) < std::tie(b.start_ns, b.tgid, b.id);
+  });
   return timeline;
 }
 

@@ -24,18 +24,20 @@ void Walker::thread(uint32_t tid, uint64_t a, uint64_t b, const Frame& f) {
   // Time in a CUDA call that waits for the GPU is the GPU's, whether the thread spun on its CPU
   // (CUDA's default schedule) or slept (blocking sync): the span is split around those calls.
   uint64_t cursor = a, launches = 0;
-  for_overlapping(t->cuda, cursors_[*t].cuda, t->longest.cuda, a, b, [](const CudaCall& c) { return c.start_ns; },
-                  [](const CudaCall& c) { return c.end_ns; }, [&](const CudaCall& c) {
-                    if (!c.blocks()) {
-                      launches += c.count;
-                      return;
-                    }
-                    const uint64_t s = std::max(c.start_ns, cursor), e = std::min(c.end_ns, b);
-                    if (e <= s) return;
-                    if (s > cursor) states(t, cursor, s, f);
-                    cuda_wait(*t, c, s, e, f);
-                    cursor = e;
-                  });
+  for_overlapping(
+      t->cuda, cursors_[*t].cuda, t->longest.cuda, a, b, [](const CudaCall& c) { return c.start_ns; },
+      [](const CudaCall& c) { return c.end_ns; },
+      [&](const CudaCall& c) {
+        if (!c.blocks()) {
+          launches += c.count;
+          return;
+        }
+        const uint64_t s = std::max(c.start_ns, cursor), e = std::min(c.end_ns, b);
+        if (e <= s) return;
+        if (s > cursor) states(t, cursor, s, f);
+        cuda_wait(*t, c, s, e, f);
+        cursor = e;
+      });
   if (cursor < b) states(t, cursor, b, f);
   if (launches) f.acc.note(Cause::kGpuBusy, 0, {}, {{"launches", static_cast<double>(launches)}});
 }

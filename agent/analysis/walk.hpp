@@ -69,8 +69,7 @@ class Walker {
   uint64_t short_runnable(const ThreadEvidence& t, uint64_t a, uint64_t b, uint64_t left, WindowAccount& acc);
   uint64_t slow_clock(const ThreadEvidence& t, uint64_t a, uint64_t b, uint64_t left, WindowAccount& acc);
   void collect_cover(const ThreadEvidence& t, uint64_t a, uint64_t b, Cover& cover);
-  uint64_t timed_on_cpu(const ThreadEvidence& t, uint64_t a, uint64_t b, uint64_t left, const Frame& f,
-                        Cover& cover);
+  uint64_t timed_on_cpu(const ThreadEvidence& t, uint64_t a, uint64_t b, uint64_t left, const Frame& f, Cover& cover);
   uint64_t samples_on_cpu(const ThreadEvidence& t, uint64_t a, uint64_t b, uint64_t left, const Frame& f,
                           const Cover& cover);
   uint64_t walk_waits_on(uint32_t holder, const util::Spans& waits, uint64_t left, const Frame& f);

@@ -16,7 +16,6 @@ namespace ld::analysis {
 
 namespace {
 
-
 // The strings a block's cause keeps from its evidence.
 void describe_timed(const PrecedenceRow& row, const Syscall* call, nlohmann::json& strings) {
   switch (row.evidence) {
@@ -88,7 +87,8 @@ void Walker::blocked(const ThreadEvidence& t, const OffCpu& off, uint64_t a, uin
   // context, where the kernel's "waker" is whatever task the interrupt found running: the idle
   // task, or another process (a compiler on a busy host). Such a wait ran out; nobody handed
   // anything over.
-  const bool woken_by_server = off.waker_tid != 0 && off.waker_tid != t.tid && from_server(off.waker_tid, off.waker_tgid);
+  const bool woken_by_server =
+      off.waker_tid != 0 && off.waker_tid != t.tid && from_server(off.waker_tid, off.waker_tgid);
   if (block.cause == Cause::kGil) {
     if (!gil_wait_handed_over(t, off, a, b, until, woken_by_server, f))
       charge_gil_wait(t, off, len, block, woken_by_server, acc);
@@ -146,7 +146,8 @@ void Walker::charge_gil_wait(const ThreadEvidence& t, const OffCpu& off, uint64_
   // interval): then it is the timer, often in the idle task, which holds nothing.
   nlohmann::json gil = {{"method", store_.gil_method(t.tgid)}};
   if (woken_by_server) gil["holder_comm"] = store_.comm_name(off.waker_comm);
-  acc.note(Cause::kGil, len, std::move(gil), {{"wait_ms", util::ns_to_ms(len)}, {"waits", std::max(1.0, block.gil_waits)}});
+  acc.note(Cause::kGil, len, std::move(gil),
+           {{"wait_ms", util::ns_to_ms(len)}, {"waits", std::max(1.0, block.gil_waits)}});
 }
 
 // A hand-off: the wait ended when (or while) the thread's producer handed over the token: its
@@ -162,9 +163,9 @@ bool Walker::wait_handed_over(const ThreadEvidence& t, const OffCpu& off, uint64
   const bool app_wait = block.cause == Cause::kAppWait;
   const bool ran_out = timed_out || !woken_by_server || (app_wait && !handoffs_.is_producer(t.tid, off.waker_tid));
   if (!(block.cause == Cause::kLockContention || (app_wait && ran_out)) || !f.can_follow()) return false;
-  const uint32_t producer = ran_out                                           ? producer_that_ended(t, off, until)
+  const uint32_t producer = ran_out                                       ? producer_that_ended(t, off, until)
                             : handoffs_.is_producer(t.tid, off.waker_tid) ? off.waker_tid
-                                                                            : 0;
+                                                                          : 0;
   if (!producer || producer == t.tid || !store_.thread(producer)) return false;
   f.acc.note(Cause::kCompute, 0, {}, {{"handoffs", 1}});
   thread(producer, a, b, f.follow(Cause::kCompute));
@@ -189,12 +190,9 @@ void Walker::charge_left_wait(const ThreadEvidence& t, const OffCpu& off, uint64
   }
   if (cause == Cause::kUnknown && off.waker_tid != 0)
     strings["woken_by"] = fmt::format("{} ({})", store_.comm_name(off.waker_comm), off.waker_tgid);
-  if (cause == Cause::kNetwork)
-    acc.note(cause, len, std::move(strings), {{"send_ms", util::ns_to_ms(len)}});
-  else if (cause == Cause::kLockContention)
-    acc.note(cause, len, std::move(strings), {{"waits", 1}});
-  else
-    acc.note(cause, len, std::move(strings), {});
+  if (cause == Cause::kNetwork) acc.note(cause, len, std::move(strings), {{"send_ms", util::ns_to_ms(len)}});
+  else if (cause == Cause::kLockContention) acc.note(cause, len, std::move(strings), {{"waits", 1}});
+  else acc.note(cause, len, std::move(strings), {});
 }
 
 uint32_t Walker::producer_that_ended(const ThreadEvidence& t, const OffCpu& off, uint64_t until) const {
@@ -203,14 +201,16 @@ uint32_t Walker::producer_that_ended(const ThreadEvidence& t, const OffCpu& off,
   const OffCpu* first = t.offcpu.data();
   const size_t at = static_cast<size_t>(&off - first);
   if (at >= t.offcpu.size()) return handoffs_.main_producer(t.tid);
-  if (const uint32_t next = next_waker(t, at, until, [&](const OffCpu& o) { return handoffs_.is_producer(t.tid, o.waker_tid); }))
+  if (const uint32_t next =
+          next_waker(t, at, until, [&](const OffCpu& o) { return handoffs_.is_producer(t.tid, o.waker_tid); }))
     return next;
   if (const uint32_t main = handoffs_.main_producer(t.tid)) return main;
   // None in the window (every wait in it ran out: the producer held the GIL throughout, and
   // only timers woke the thread): the producer of the last hand-off before it.
   for (size_t back = 1; back <= at && back <= thresholds::kHandoffLookAhead; ++back) {
     const OffCpu& prev = first[at - back];
-    if (!prev.preempted && prev.waker_tid != 0 && prev.waker_tid != t.tid && handoffs_.is_producer(t.tid, prev.waker_tid))
+    if (!prev.preempted && prev.waker_tid != 0 && prev.waker_tid != t.tid &&
+        handoffs_.is_producer(t.tid, prev.waker_tid))
       return prev.waker_tid;
   }
   return 0;

@@ -13,12 +13,11 @@ namespace ld::analysis {
 
 namespace {
 
-
 // The CPU a thread ran on at `ts`: where its last switch-in before `ts` put it (nullopt before
 // its first one). A span is on one CPU: the walk splits running time at every switch.
 std::optional<uint32_t> cpu_at(const ThreadEvidence& t, uint64_t ts) {
-  const auto after = std::partition_point(t.offcpu.begin(), t.offcpu.end(),
-                                          [&](const OffCpu& o) { return o.on_ns <= ts; });
+  const auto after =
+      std::partition_point(t.offcpu.begin(), t.offcpu.end(), [&](const OffCpu& o) { return o.on_ns <= ts; });
   if (after == t.offcpu.begin()) return std::nullopt;
   return std::prev(after)->cpu;
 }
@@ -78,8 +77,8 @@ uint64_t Walker::slow_clock(const ThreadEvidence& t, uint64_t a, uint64_t b, uin
   if (!freq || b <= a) return 0;
   const ClockLoss loss = clock_loss(*freq, a, b);
   // Only the span's compute ran slower, not its faults or calls: the loss scales with it.
-  const auto ns = std::min(left, static_cast<uint64_t>(loss.lost_ns * static_cast<double>(left) /
-                                                       static_cast<double>(b - a)));
+  const auto ns =
+      std::min(left, static_cast<uint64_t>(loss.lost_ns * static_cast<double>(left) / static_cast<double>(b - a)));
   if (!ns) return 0;
   acc.charge(Cause::kCpuFrequency, ns);
   acc.note(Cause::kCpuFrequency, ns, {{"khz_min", loss.khz_min}, {"khz_max", loss.khz_max}},
@@ -99,8 +98,8 @@ uint64_t Walker::short_runnable(const ThreadEvidence& t, uint64_t a, uint64_t b,
        it != t.aggs.end() && it->end_ns <= ends_by; ++it) {
     const SchedAgg& g = *it;
     if (g.start_ns >= b || g.end_ns <= g.start_ns) continue;
-    const double share = static_cast<double>(util::overlap_ns(a, b, g.start_ns, g.end_ns)) /
-                         static_cast<double>(g.end_ns - g.start_ns);
+    const double share =
+        static_cast<double>(util::overlap_ns(a, b, g.start_ns, g.end_ns)) / static_cast<double>(g.end_ns - g.start_ns);
     ns += static_cast<uint64_t>(static_cast<double>(g.runnable_ns) * share);
   }
   ns = std::min(ns, static_cast<uint64_t>(static_cast<double>(left) * thresholds::kShortRunnableMaxShare));
@@ -119,22 +118,25 @@ void Walker::collect_cover(const ThreadEvidence& t, uint64_t a, uint64_t b, Cove
     return !best || s.end_ns - s.start_ns > best->end_ns - best->start_ns;
   };
   Cursors& cur = cursors_[t];
-  for_overlapping(t.reclaims, cur.reclaims, t.longest.reclaims, a, b, [](const Reclaim& r) { return r.start_ns; },
-                  [](const Reclaim& r) { return r.end_ns; },
-                  [&](const Reclaim& r) { clip_into(Timed::kReclaim, r.start_ns, r.end_ns); });
-  for_overlapping(t.syscalls, cur.syscalls, t.longest.syscalls, a, b, [](const Syscall& s) { return s.start_ns; },
-                  [](const Syscall& s) { return s.end_ns; }, [&](const Syscall& s) {
-                    if (is_memory_kind(s.kind)) {
-                      clip_into(Timed::kMemoryCall, s.start_ns, s.end_ns);
-                      if (longer(cover.biggest_memory, s)) cover.biggest_memory = &s;
-                    } else if (is_disk_kind(s.kind)) {
-                      clip_into(Timed::kSyncCall, s.start_ns, s.end_ns);
-                      if (longer(cover.biggest_sync, s)) cover.biggest_sync = &s;
-                    } else if (is_futex_kind(s.kind)) {
-                      const bool gil = store_.is_gil_address(t.tgid, s.arg0);
-                      clip_into(gil ? Timed::kGilWait : Timed::kLockWait, s.start_ns, s.end_ns);
-                    }
-                  });
+  for_overlapping(
+      t.reclaims, cur.reclaims, t.longest.reclaims, a, b, [](const Reclaim& r) { return r.start_ns; },
+      [](const Reclaim& r) { return r.end_ns; },
+      [&](const Reclaim& r) { clip_into(Timed::kReclaim, r.start_ns, r.end_ns); });
+  for_overlapping(
+      t.syscalls, cur.syscalls, t.longest.syscalls, a, b, [](const Syscall& s) { return s.start_ns; },
+      [](const Syscall& s) { return s.end_ns; },
+      [&](const Syscall& s) {
+        if (is_memory_kind(s.kind)) {
+          clip_into(Timed::kMemoryCall, s.start_ns, s.end_ns);
+          if (longer(cover.biggest_memory, s)) cover.biggest_memory = &s;
+        } else if (is_disk_kind(s.kind)) {
+          clip_into(Timed::kSyncCall, s.start_ns, s.end_ns);
+          if (longer(cover.biggest_sync, s)) cover.biggest_sync = &s;
+        } else if (is_futex_kind(s.kind)) {
+          const bool gil = store_.is_gil_address(t.tgid, s.arg0);
+          clip_into(gil ? Timed::kGilWait : Timed::kLockWait, s.start_ns, s.end_ns);
+        }
+      });
   // Each row keeps what the rows above it left. Most running spans overlap no timed call:
   // empty sets cost no interval arithmetic.
   for (const PrecedenceRow& row : kPrecedence) {
@@ -247,12 +249,14 @@ uint64_t Walker::samples_on_cpu(const ThreadEvidence& t, uint64_t a, uint64_t b,
   WindowAccount& acc = f.acc;
   Cursors& cur = cursors_[t];
   double faults = 0;
-  for_overlapping(t.faults, cur.faults, t.longest.faults, a, b, [](const Faults& x) { return x.first_ns; },
-                  [](const Faults& x) { return x.last_ns + 1; }, [&](const Faults& x) {
-                    const uint64_t span = x.last_ns + 1 - x.first_ns;
-                    faults += x.count * static_cast<double>(util::overlap_ns(a, b, x.first_ns, x.last_ns + 1)) /
-                              static_cast<double>(span);
-                  });
+  for_overlapping(
+      t.faults, cur.faults, t.longest.faults, a, b, [](const Faults& x) { return x.first_ns; },
+      [](const Faults& x) { return x.last_ns + 1; },
+      [&](const Faults& x) {
+        const uint64_t span = x.last_ns + 1 - x.first_ns;
+        faults += x.count * static_cast<double>(util::overlap_ns(a, b, x.first_ns, x.last_ns + 1)) /
+                  static_cast<double>(span);
+      });
   if (faults >= 1) acc.note(Cause::kKvAlloc, 0, {}, {{"faults", std::round(faults)}});
   const uint64_t uncovered = left;
   const bool dense_faults = faults >= 1 && faults >= thresholds::kDenseFaultsPerMs * util::ns_to_ms(uncovered);
@@ -270,11 +274,10 @@ uint64_t Walker::samples_on_cpu(const ThreadEvidence& t, uint64_t a, uint64_t b,
   for (size_t c = 0; c < kCauseCount; ++c) {
     const Cause cause = static_cast<Cause>(c);
     if (cause == Cause::kCompute || by_cause[c] == 0) continue;
-    const uint64_t ns = take(acc, cause, static_cast<uint64_t>(static_cast<double>(uncovered) * by_cause[c] / samples), left);
-    if (cause == Cause::kKvAlloc)
-      acc.note(cause, ns, {{"syscall", "page faults"}}, {{"fault_ms", util::ns_to_ms(ns)}});
-    else
-      acc.note(cause, ns, {{"kernel", "on-CPU kernel samples"}}, {{"samples", by_cause[c]}});
+    const uint64_t ns =
+        take(acc, cause, static_cast<uint64_t>(static_cast<double>(uncovered) * by_cause[c] / samples), left);
+    if (cause == Cause::kKvAlloc) acc.note(cause, ns, {{"syscall", "page faults"}}, {{"fault_ms", util::ns_to_ms(ns)}});
+    else acc.note(cause, ns, {{"kernel", "on-CPU kernel samples"}}, {{"samples", by_cause[c]}});
   }
   return left;
 }

@@ -16,7 +16,6 @@ using namespace model;
 
 namespace {
 
-
 // The GPUs' state over a stretch of the trace (the nvml probe's samples).
 struct GpuState {
   size_t samples = 0, throttled = 0;
@@ -27,7 +26,10 @@ struct GpuState {
 
   void add(const GpuSample& g) {
     ++samples;
-    if (g.util != ~0u) { util_sum += g.util; ++util_n; }
+    if (g.util != ~0u) {
+      util_sum += g.util;
+      ++util_n;
+    }
     if (g.sm_mhz != ~0u) sm_min = std::min(sm_min, g.sm_mhz);
     if (g.sm_max_mhz != ~0u) sm_max_mhz = std::max(sm_max_mhz, g.sm_max_mhz);
     if (g.temp_c != ~0u) temp_max = std::max(temp_max, g.temp_c);
@@ -110,7 +112,8 @@ void tcp_facts(nlohmann::json& f, const EvidenceStore& store, uint64_t start, ui
     uint64_t tw_max = 0;
     for (const auto& n : net) tw_max = std::max(tw_max, n.time_wait);
     f["time_wait_max"] = tw_max;
-    f["listen_overflows"] = net.back().listen_overflows - std::min(net.back().listen_overflows, net.front().listen_overflows);
+    f["listen_overflows"] =
+        net.back().listen_overflows - std::min(net.back().listen_overflows, net.front().listen_overflows);
     f["listen_drops"] = net.back().listen_drops - std::min(net.back().listen_drops, net.front().listen_drops);
   }
   if (store.tcp_events().empty() && net.empty()) return;
@@ -137,7 +140,8 @@ void tcp_facts(nlohmann::json& f, const EvidenceStore& store, uint64_t start, ui
 void cpu_facts(nlohmann::json& f, const EvidenceStore& store, uint64_t duration_ms) {
   const auto& cg = store.cgroup_samples();
   if (cg.size() >= 2 && cg.back().throttled_ns != ~0ULL && cg.front().throttled_ns != ~0ULL) {
-    f["cgroup_throttled_ms"] = util::ns_to_ms(cg.back().throttled_ns - std::min(cg.back().throttled_ns, cg.front().throttled_ns));
+    f["cgroup_throttled_ms"] =
+        util::ns_to_ms(cg.back().throttled_ns - std::min(cg.back().throttled_ns, cg.front().throttled_ns));
     f["cgroup_nr_throttled"] = cg.back().nr_throttled - std::min(cg.back().nr_throttled, cg.front().nr_throttled);
   }
   if (!cg.empty() && cg.back().quota_us != ~0ULL && cg.back().period_us && cg.back().period_us != ~0ULL)
@@ -195,8 +199,8 @@ nlohmann::json window_facts(const EvidenceStore& store, uint64_t start, uint64_t
   return f;
 }
 
-nlohmann::json outlier_facts(const EvidenceStore& store, const Request& r, const Window& w,
-                             bool first_request, uint64_t target_start) {
+nlohmann::json outlier_facts(const EvidenceStore& store, const Request& r, const Window& w, bool first_request,
+                             uint64_t target_start) {
   nlohmann::json f = nlohmann::json::object();
   f["input_bytes"] = r.input_bytes;
   if (r.input_tokens >= 0) f["input_tokens"] = r.input_tokens;

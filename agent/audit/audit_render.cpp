@@ -13,8 +13,8 @@ namespace ld::audit {
 namespace {
 
 using model::Finding;
-using report::printable;
 using model::SysctlRec;
+using report::printable;
 
 const std::string kIndent = "  ";
 
@@ -24,7 +24,8 @@ const rules::FactValue* fact(const AuditResult& r, std::string_view name) { retu
 
 std::string value_text(const rules::FactValue& v) {
   if (const double* d = std::get_if<double>(&v)) {
-    if (std::isfinite(*d) && *d == std::floor(*d) && std::fabs(*d) < 1e15) return fmt::format("{}", static_cast<int64_t>(*d));
+    if (std::isfinite(*d) && *d == std::floor(*d) && std::fabs(*d) < 1e15)
+      return fmt::format("{}", static_cast<int64_t>(*d));
     return fmt::format("{:.3g}", *d);
   }
   if (const bool* b = std::get_if<bool>(&v)) return *b ? "yes" : "no";
@@ -136,9 +137,13 @@ std::string cgroup_line(const AuditResult& r) {
   if (auto throttled = number(r, "cgroup.nr_throttled"))
     out += fmt::format(", throttled in {} of {} periods", *throttled, text_of(r, "cgroup.nr_periods"));
   auto mem = flag(r, "cgroup.mem_limited");
-  out += !mem ? ", memory limit ?" : *mem ? ", memory limit " + bytes_fact(r, "cgroup.mem_limit_bytes") : ", no memory limit";
+  out += !mem   ? ", memory limit ?"
+         : *mem ? ", memory limit " + bytes_fact(r, "cgroup.mem_limit_bytes")
+                : ", no memory limit";
   auto swap = flag(r, "cgroup.swap_limited");
-  out += !swap ? ", swap limit ?" : *swap ? ", swap limit " + bytes_fact(r, "cgroup.swap_limit_bytes") : ", no swap limit";
+  out += !swap   ? ", swap limit ?"
+         : *swap ? ", swap limit " + bytes_fact(r, "cgroup.swap_limit_bytes")
+                 : ", no swap limit";
   return out;
 }
 
@@ -148,25 +153,28 @@ std::string nginx_line(const AuditResult& r) {
   if (!*found) return "no /etc/nginx/nginx.conf (no nginx in front, or give --nginx-conf)";
   std::string out = fmt::format("{} ({} files), proxied blocks: {}", text_of(r, "nginx.config"),
                                 text_of(r, "nginx.files"), text_of(r, "nginx.proxied_blocks"));
-  for (const char* d : {"proxy_buffering", "proxy_buffer_size", "proxy_read_timeout", "keepalive_timeout",
-                        "proxy_http_version"}) {
+  for (const char* d :
+       {"proxy_buffering", "proxy_buffer_size", "proxy_read_timeout", "keepalive_timeout", "proxy_http_version"}) {
     std::string name = std::string("nginx.") + d;
     if (!fact(r, name)) continue;
     bool dflt = flag(r, name + ".default").value_or(false);
-    out += fmt::format("\n{}{:<11}{} {}  ({}{})", kIndent, "", d, text_of(r, name), dflt ? "default, proxy_pass at " : "",
-                       text_of(r, name + ".at"));
+    out += fmt::format("\n{}{:<11}{} {}  ({}{})", kIndent, "", d, text_of(r, name),
+                       dflt ? "default, proxy_pass at " : "", text_of(r, name + ".at"));
   }
   return out;
 }
 
 std::string host_section(const AuditResult& r) {
   std::string out = "host\n";
-  auto line = [&](const char* what, const std::string& text) { out += kIndent + fmt::format("{:<10} {}\n", what, text); };
+  auto line = [&](const char* what, const std::string& text) {
+    out += kIndent + fmt::format("{:<10} {}\n", what, text);
+  };
   line("cpu", cpu_line(r));
   line("memory", memory_line(r));
   line("cgroup", cgroup_line(r));
   if (fact(r, "limits.nofile_soft"))
-    line("limits", fmt::format("open files {} soft / {} hard", text_of(r, "limits.nofile_soft"), text_of(r, "limits.nofile_hard")));
+    line("limits", fmt::format("open files {} soft / {} hard", text_of(r, "limits.nofile_soft"),
+                               text_of(r, "limits.nofile_hard")));
   if (auto irq = flag(r, "irq.irqbalance_running")) line("irq", *irq ? "irqbalance running" : "irqbalance not running");
   line("nginx", nginx_line(r));
   return out;
@@ -197,9 +205,11 @@ std::string tracing_section(const AuditResult& r) {
 
 std::string unknown_section(const AuditResult& r) {
   if (r.host.unknown.empty()) return "";
-  report::TextTable table({{"fact", report::Align::kLeft}, {"file", report::Align::kLeft}, {"why", report::Align::kLeft}});
+  report::TextTable table(
+      {{"fact", report::Align::kLeft}, {"file", report::Align::kLeft}, {"why", report::Align::kLeft}});
   for (const auto& u : r.host.unknown) table.add_row({printable(u.fact), printable(u.path), printable(u.reason)});
-  return fmt::format("unknown ({}): could not be read, so not checked\n", r.host.unknown.size()) + table.render(kIndent);
+  return fmt::format("unknown ({}): could not be read, so not checked\n", r.host.unknown.size()) +
+         table.render(kIndent);
 }
 
 std::string warnings_section(const AuditResult& r) {
@@ -272,7 +282,8 @@ std::string render_audit_json(const AuditResult& r) {
   j["target"] = target;
   j["sources"] = r.host.sources;
   j["unknown"] = nlohmann::ordered_json::array();
-  for (const auto& u : r.host.unknown) j["unknown"].push_back({{"fact", u.fact}, {"path", u.path}, {"reason", u.reason}});
+  for (const auto& u : r.host.unknown)
+    j["unknown"].push_back({{"fact", u.fact}, {"path", u.path}, {"reason", u.reason}});
   j["tracing"] = nlohmann::ordered_json::array();
   for (const auto& c : r.host.tracing) {
     nlohmann::ordered_json item = {{"name", c.name}};

@@ -16,7 +16,7 @@ inline constexpr const char* kAuditSchema = "latency-doctor/audit/v1";
 struct AuditResult {
   HostAudit host;
   std::vector<model::Finding> findings;  // most severe first (as rules::evaluate sorts them)
-  std::vector<std::string> warnings;      // rule loading/evaluation problems
+  std::vector<std::string> warnings;     // rule loading/evaluation problems
 };
 
 // info 0, warn 1, crit 2; -1 for anything else.

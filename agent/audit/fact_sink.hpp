@@ -51,9 +51,9 @@ class FactSink {
 
 // Readers, one file each; called in this order by audit_host().
 void read_sysctl_facts(FactSink& sink);
-void read_system_facts(FactSink& sink);  // cpu, mem, numa, irq
+void read_system_facts(FactSink& sink);                             // cpu, mem, numa, irq
 void read_target_facts(FactSink& sink, const AuditTarget& target);  // cgroup, limits
 void read_nginx_facts(FactSink& sink, const std::string& nginx_conf);
-void read_trace_facts(FactSink& sink);   // observability readiness (after sysctls)
+void read_trace_facts(FactSink& sink);  // observability readiness (after sysctls)
 
 }  // namespace ld::audit

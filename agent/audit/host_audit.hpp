@@ -32,9 +32,9 @@ struct UnknownFact {
 
 // One line of "what latency-doctor can trace here".
 struct TraceCapability {
-  std::string name;              // "BTF", "tracepoints", "probe sock", ...
-  std::optional<bool> available; // nullopt = unknown
-  std::string detail;            // why, or what it enables
+  std::string name;               // "BTF", "tracepoints", "probe sock", ...
+  std::optional<bool> available;  // nullopt = unknown
+  std::string detail;             // why, or what it enables
 };
 
 struct HostAudit {
@@ -52,8 +52,7 @@ struct HostAudit {
 
 // Throws std::runtime_error when the target cannot be found (no such pid / cgroup): the one
 // thing an audit cannot carry on without, because the user asked for it.
-HostAudit audit_host(const std::string& root, const AuditTarget& target,
-                     const std::string& nginx_conf = "");
+HostAudit audit_host(const std::string& root, const AuditTarget& target, const std::string& nginx_conf = "");
 rules::FactSet read_host_facts(const std::string& root, const AuditTarget& target);
 
 // name -> value, for the trace header (and the audit's JSON "host" object), and back.

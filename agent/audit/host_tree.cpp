@@ -33,9 +33,7 @@ HostTree::HostTree(std::string root) : prefix_(std::move(root)) {
   while (!prefix_.empty() && prefix_.back() == '/') prefix_.pop_back();
 }
 
-std::string HostTree::real(std::string_view host_path) const {
-  return prefix_ + std::string(host_path);
-}
+std::string HostTree::real(std::string_view host_path) const { return prefix_ + std::string(host_path); }
 
 FileText HostTree::read(std::string_view host_path, size_t max_bytes) const {
   int fd = ::open(real(host_path).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -84,9 +82,7 @@ FileText HostTree::read_gzip(std::string_view host_path, size_t max_bytes) const
   return out;
 }
 
-bool HostTree::exists(std::string_view host_path) const {
-  return access(real(host_path).c_str(), F_OK) == 0;
-}
+bool HostTree::exists(std::string_view host_path) const { return access(real(host_path).c_str(), F_OK) == 0; }
 
 bool HostTree::is_dir(std::string_view host_path) const {
   struct stat st {};
@@ -130,8 +126,7 @@ std::vector<std::string> HostTree::glob(std::string_view host_pattern) const {
 std::string first_line(std::string_view text) {
   auto end = text.find('\n');
   if (end != std::string_view::npos) text = text.substr(0, end);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r'))
-    text.remove_suffix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) text.remove_suffix(1);
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
   return std::string(text);
 }

@@ -126,11 +126,8 @@ class Parser {
     while (true) {
       Token t = tokens_.next();
       switch (t.kind) {
-        case TokenKind::kError:
-          return fail(t.line, t.text);
-        case TokenKind::kWord:
-          words.push_back(std::move(t));
-          break;
+        case TokenKind::kError: return fail(t.line, t.text);
+        case TokenKind::kWord: words.push_back(std::move(t)); break;
         case TokenKind::kSemicolon:
           if (words.empty()) return fail(t.line, "unexpected \";\"");
           into.push_back(directive(words, false));
@@ -149,7 +146,8 @@ class Parser {
           if (depth == 0) return fail(t.line, "unexpected \"}\"");
           return true;
         case TokenKind::kEnd:
-          if (!words.empty()) return fail(t.line, fmt::format("unexpected end of file after \"{}\" (missing \";\"?)", words[0].text));
+          if (!words.empty())
+            return fail(t.line, fmt::format("unexpected end of file after \"{}\" (missing \";\"?)", words[0].text));
           if (depth > 0) return fail(t.line, "unexpected end of file, expecting \"}\"");
           return true;
       }
@@ -248,8 +246,7 @@ class Loader {
 // ---- effective settings
 
 bool is_context(const std::string& name) {
-  return name == "http" || name == "server" || name == "location" || name == "if" ||
-         name == "limit_except";
+  return name == "http" || name == "server" || name == "location" || name == "if" || name == "limit_except";
 }
 
 std::string describe(const NginxDirective& block) {
@@ -326,11 +323,8 @@ NginxConfig load_nginx_config(const HostTree& tree, const std::string& main_path
 const std::vector<std::pair<std::string, std::string>>& nginx_sse_directives() {
   // nginx's defaults (proxy_buffer_size is one memory page: 4k on x86-64).
   static const std::vector<std::pair<std::string, std::string>> directives{
-      {"proxy_buffering", "on"},
-      {"proxy_buffer_size", "4k"},
-      {"proxy_read_timeout", "60s"},
-      {"keepalive_timeout", "75s"},
-      {"proxy_http_version", "1.0"},
+      {"proxy_buffering", "on"},    {"proxy_buffer_size", "4k"},   {"proxy_read_timeout", "60s"},
+      {"keepalive_timeout", "75s"}, {"proxy_http_version", "1.0"},
   };
   return directives;
 }
@@ -344,8 +338,8 @@ std::vector<ProxiedBlock> proxied_blocks(const NginxConfig& config) {
 
 std::optional<double> nginx_time_ms(std::string_view text) {
   static const std::pair<std::string_view, double> kUnits[] = {
-      {"ms", 1}, {"s", 1e3}, {"m", 60e3}, {"h", 3600e3}, {"d", 86400e3},
-      {"w", 7 * 86400e3}, {"M", 30 * 86400e3}, {"y", 365 * 86400e3}};
+      {"ms", 1},      {"s", 1e3},         {"m", 60e3},         {"h", 3600e3},
+      {"d", 86400e3}, {"w", 7 * 86400e3}, {"M", 30 * 86400e3}, {"y", 365 * 86400e3}};
   double total = 0;
   bool any = false;
   size_t pos = 0;

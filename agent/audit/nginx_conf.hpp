@@ -40,14 +40,14 @@ struct NginxConfig {
 NginxConfig load_nginx_config(const HostTree& tree, const std::string& main_path);
 
 struct NginxSetting {
-  std::string value;        // as written (args joined by ' '), or nginx's default
-  std::string at;           // file:line of the directive, or of proxy_pass when defaulted
+  std::string value;  // as written (args joined by ' '), or nginx's default
+  std::string at;     // file:line of the directive, or of proxy_pass when defaulted
   bool is_default = false;
 };
 
 struct ProxiedBlock {
-  std::string where;        // "server example.com, location /v1/"
-  std::string at;           // file:line of its proxy_pass
+  std::string where;                             // "server example.com, location /v1/"
+  std::string at;                                // file:line of its proxy_pass
   std::map<std::string, NginxSetting> settings;  // every name in nginx_sse_directives()
 };
 std::vector<ProxiedBlock> proxied_blocks(const NginxConfig& config);

@@ -12,20 +12,35 @@ namespace {
 
 constexpr const char* kSysctlKeys[] = {
     // connection set-up and TIME_WAIT churn (time_wait)
-    "net.core.somaxconn", "net.ipv4.tcp_max_syn_backlog", "net.core.netdev_max_backlog",
-    "net.ipv4.tcp_tw_reuse", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_max_tw_buckets",
+    "net.core.somaxconn",
+    "net.ipv4.tcp_max_syn_backlog",
+    "net.core.netdev_max_backlog",
+    "net.ipv4.tcp_tw_reuse",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_max_tw_buckets",
     "net.ipv4.ip_local_port_range",
     // streaming sockets (network)
-    "net.ipv4.tcp_slow_start_after_idle", "net.ipv4.tcp_fastopen", "net.core.busy_poll",
+    "net.ipv4.tcp_slow_start_after_idle",
+    "net.ipv4.tcp_fastopen",
+    "net.core.busy_poll",
     "net.core.busy_read",
     // memory: swap, writeback bursts, NUMA reclaim (swap_reclaim, disk_io)
-    "vm.swappiness", "vm.dirty_ratio", "vm.dirty_background_ratio", "vm.dirty_bytes",
-    "vm.dirty_background_bytes", "vm.zone_reclaim_mode", "vm.stat_interval",
+    "vm.swappiness",
+    "vm.dirty_ratio",
+    "vm.dirty_background_ratio",
+    "vm.dirty_bytes",
+    "vm.dirty_background_bytes",
+    "vm.zone_reclaim_mode",
+    "vm.stat_interval",
     // scheduler (cpu_contention)
-    "kernel.sched_migration_cost_ns", "kernel.numa_balancing", "kernel.timer_migration",
+    "kernel.sched_migration_cost_ns",
+    "kernel.numa_balancing",
+    "kernel.timer_migration",
     "kernel.sched_autogroup_enabled",
     // observability readiness
-    "kernel.perf_event_paranoid", "kernel.unprivileged_bpf_disabled", "kernel.kptr_restrict",
+    "kernel.perf_event_paranoid",
+    "kernel.unprivileged_bpf_disabled",
+    "kernel.kptr_restrict",
 };
 
 }  // namespace

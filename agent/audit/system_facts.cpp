@@ -61,10 +61,8 @@ std::vector<int> cpu_numbers(const HostTree& tree) {
 void read_cpu_count_and_model(FactSink& sink) {
   auto cpuinfo = sink.read("cpu.model", "/proc/cpuinfo");
   if (auto online = sink.read("cpu.count", kCpuDir + "/online")) {
-    if (auto cpus = parse_cpu_list(first_line(*online)))
-      sink.set("cpu.count", cpus->size(), kCpuDir + "/online");
-    else
-      sink.unknown("cpu.count", kCpuDir + "/online", "malformed: " + first_line(*online));
+    if (auto cpus = parse_cpu_list(first_line(*online))) sink.set("cpu.count", cpus->size(), kCpuDir + "/online");
+    else sink.unknown("cpu.count", kCpuDir + "/online", "malformed: " + first_line(*online));
   }
   if (!cpuinfo) return;
   // x86 names the model; arm64 has no "model name" but a "CPU part".
@@ -174,10 +172,8 @@ void read_numa(FactSink& sink) {
     }
   }
   // A kernel without CONFIG_NUMA has no node directory: one node.
-  if (sink.tree().is_dir("/sys/devices/system") && !sink.tree().exists(dir))
-    sink.set("numa.nodes", 1, dir);
-  else if (!sink.facts().has("numa.nodes"))
-    sink.unknown("numa.nodes", dir + "/online", "no such file");
+  if (sink.tree().is_dir("/sys/devices/system") && !sink.tree().exists(dir)) sink.set("numa.nodes", 1, dir);
+  else if (!sink.facts().has("numa.nodes")) sink.unknown("numa.nodes", dir + "/online", "no such file");
 }
 
 // irqbalance spreads device interrupts over CPUs; without it they may all land on CPU 0,

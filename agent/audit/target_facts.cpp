@@ -54,9 +54,12 @@ void read_cpu_quota(FactSink& sink, const std::string& dir, bool v2) {
     if (!cpu.quota_read) break;  // above the controller's root
     any_read = true;
     if (d == dir) {  // throttling of the service's own cgroup: evidence that the quota bites
-      if (cpu.nr_periods != kCgroupUnknown) sink.set("cgroup.nr_periods", cpu.nr_periods, host_path(tree, d) + "/cpu.stat");
-      if (cpu.nr_throttled != kCgroupUnknown) sink.set("cgroup.nr_throttled", cpu.nr_throttled, host_path(tree, d) + "/cpu.stat");
-      if (cpu.throttled_ns != kCgroupUnknown) sink.set("cgroup.throttled_ms", util::ns_to_ms(cpu.throttled_ns), host_path(tree, d) + "/cpu.stat");
+      if (cpu.nr_periods != kCgroupUnknown)
+        sink.set("cgroup.nr_periods", cpu.nr_periods, host_path(tree, d) + "/cpu.stat");
+      if (cpu.nr_throttled != kCgroupUnknown)
+        sink.set("cgroup.nr_throttled", cpu.nr_throttled, host_path(tree, d) + "/cpu.stat");
+      if (cpu.throttled_ns != kCgroupUnknown)
+        sink.set("cgroup.throttled_ms", util::ns_to_ms(cpu.throttled_ns), host_path(tree, d) + "/cpu.stat");
     }
     if (cpu.quota_us == kCgroupUnknown || cpu.period_us == kCgroupUnknown || cpu.period_us == 0) continue;
     double cpus = double(cpu.quota_us) / double(cpu.period_us);
@@ -199,8 +202,8 @@ void read_target_facts(FactSink& sink, const AuditTarget& target) {
   } else if (!target.cgroup.empty()) {
     dirs = host::find_cgroup_dirs_of_path(tree.prefix(), target.cgroup);
     if (!dirs)
-      throw std::runtime_error(fmt::format("--cgroup {}: no such cgroup under the cgroup mounts of {}",
-                                           target.cgroup, tree.display_root()));
+      throw std::runtime_error(
+          fmt::format("--cgroup {}: no such cgroup under the cgroup mounts of {}", target.cgroup, tree.display_root()));
     audit.target_cgroup = target.cgroup;
     const std::string& any_dir = !dirs->cpu.empty() ? dirs->cpu : dirs->memory;
     if (!any_dir.empty()) pid = first_process(any_dir);

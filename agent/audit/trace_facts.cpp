@@ -39,9 +39,9 @@ KernelConfig parse_kernel_config(std::string_view text, std::string source) {
     pos = end == std::string_view::npos ? text.size() : end + 1;
     if (line.rfind("CONFIG_", 0) == 0) {
       auto eq = line.find('=');
-      if (eq != std::string_view::npos) config.values[std::string(line.substr(0, eq))] = std::string(line.substr(eq + 1));
-    } else if (line.rfind("# CONFIG_", 0) == 0 && line.size() > 13 &&
-               line.substr(line.size() - 11) == " is not set") {
+      if (eq != std::string_view::npos)
+        config.values[std::string(line.substr(0, eq))] = std::string(line.substr(eq + 1));
+    } else if (line.rfind("# CONFIG_", 0) == 0 && line.size() > 13 && line.substr(line.size() - 11) == " is not set") {
       config.values[std::string(line.substr(2, line.size() - 13))] = "n";
     }
   }
@@ -54,7 +54,8 @@ KernelConfig read_kernel_config(FactSink& sink) {
   if (gz.ok) return parse_kernel_config(gz.text, "/proc/config.gz");
   std::string boot;
   const rules::FactValue* release = sink.facts().get("host.kernel_release");
-  if (release && std::holds_alternative<std::string>(*release)) boot = "/boot/config-" + std::get<std::string>(*release);
+  if (release && std::holds_alternative<std::string>(*release))
+    boot = "/boot/config-" + std::get<std::string>(*release);
   if (!boot.empty()) {
     FileText text = tree.read(boot);
     if (text.ok) return parse_kernel_config(text.text, boot);
@@ -97,8 +98,8 @@ class Readiness {
   }
 
  private:
-  void add(const std::string& fact, const std::string& name, std::optional<bool> available,
-           std::string detail, const std::string& source) {
+  void add(const std::string& fact, const std::string& name, std::optional<bool> available, std::string detail,
+           const std::string& source) {
     if (available) sink_.set(fact, *available, source);
     else sink_.unknown(fact, source, detail);
     sink_.audit().tracing.push_back({name, available, std::move(detail)});
@@ -113,7 +114,8 @@ class Readiness {
   void btf() {
     const std::string path = "/sys/kernel/btf/vmlinux";
     if (tree_.exists(path)) return add("trace.btf", "BTF", true, "kernel type info for CO-RE probes: " + path, path);
-    if (!tree_.is_dir("/sys/kernel")) return add("trace.btf", "BTF", std::nullopt, "no /sys/kernel under this root", path);
+    if (!tree_.is_dir("/sys/kernel"))
+      return add("trace.btf", "BTF", std::nullopt, "no /sys/kernel under this root", path);
     add("trace.btf", "BTF", false,
         "no " + path + ": the probes cannot load (a kernel built with CONFIG_DEBUG_INFO_BTF=y is needed)", path);
   }
@@ -121,8 +123,8 @@ class Readiness {
   // Only the live host's process has meaningful capabilities; a tree's are someone else's.
   void capabilities() {
     if (!tree_.live()) {
-      sink_.audit().tracing.push_back({"CAP_BPF/CAP_PERFMON", std::nullopt,
-                                       "not checked under --root: they belong to whoever runs the agent"});
+      sink_.audit().tracing.push_back(
+          {"CAP_BPF/CAP_PERFMON", std::nullopt, "not checked under --root: they belong to whoever runs the agent"});
       return;
     }
     auto status = sink_.read("trace.cap_bpf", "/proc/self/status");
@@ -138,9 +140,11 @@ class Readiness {
     constexpr int kCapSysAdmin = 21, kCapPerfmon = 38, kCapBpf = 39;
     bool bpf = has(kCapBpf) || has(kCapSysAdmin), perfmon = has(kCapPerfmon) || has(kCapSysAdmin);
     sink_.set("trace.cap_sys_admin", bool(has(kCapSysAdmin)), "/proc/self/status");
-    add("trace.cap_bpf", "CAP_BPF", bpf, bpf ? "this process may load BPF programs" : "run as root or grant CAP_BPF", "/proc/self/status");
+    add("trace.cap_bpf", "CAP_BPF", bpf, bpf ? "this process may load BPF programs" : "run as root or grant CAP_BPF",
+        "/proc/self/status");
     add("trace.cap_perfmon", "CAP_PERFMON", perfmon,
-        perfmon ? "this process may attach tracepoints and perf events" : "run as root or grant CAP_PERFMON", "/proc/self/status");
+        perfmon ? "this process may attach tracepoints and perf events" : "run as root or grant CAP_PERFMON",
+        "/proc/self/status");
   }
 
   void tracepoints() {
@@ -155,11 +159,14 @@ class Readiness {
     }
     sink_.set("trace.tracefs", false, "/sys/kernel/tracing");
     auto syscalls = config_.enabled("CONFIG_FTRACE_SYSCALLS");
-    if (!syscalls) return add("trace.tracepoints", "tracepoints", std::nullopt, "tracefs not mounted here and no kernel config", source);
+    if (!syscalls)
+      return add("trace.tracepoints", "tracepoints", std::nullopt, "tracefs not mounted here and no kernel config",
+                 source);
     std::string tracefs_state = tracefs_hidden_ ? "tracefs is not readable by this user (root can read it)"
                                                 : "tracefs not mounted here (latency-doctor mounts it)";
     add("trace.tracepoints", "tracepoints", *syscalls,
-        *syscalls ? tracefs_state + "; " + config_says("CONFIG_FTRACE_SYSCALLS") : config_says("CONFIG_FTRACE_SYSCALLS"),
+        *syscalls ? tracefs_state + "; " + config_says("CONFIG_FTRACE_SYSCALLS")
+                  : config_says("CONFIG_FTRACE_SYSCALLS"),
         config_.source);
   }
 

@@ -1,7 +1,7 @@
 #include "bench/bench.hpp"
 
-#include "model/stats.hpp"
 #include "bench/curl_api.hpp"
+#include "model/stats.hpp"
 #include "util/time.hpp"
 
 #include <arpa/inet.h>
@@ -102,8 +102,7 @@ namespace {
 std::optional<nlohmann::json> parse_usage_candidate(std::string_view data) {
   if (data.find("\"usage\"") == std::string_view::npos) return std::nullopt;
   auto j = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("usage") || !j["usage"].is_object())
-    return std::nullopt;
+  if (j.is_discarded() || !j.is_object() || !j.contains("usage") || !j["usage"].is_object()) return std::nullopt;
   return j;
 }
 
@@ -152,8 +151,7 @@ void summarize(BenchResult& r) {
       ++r.failed;
       continue;  // a broken stream's timings would skew the latency figures
     }
-    if (q.first_token_mono_ns != 0)
-      ttft_ms.push_back(util::ns_to_ms(q.first_token_mono_ns - q.start_mono_ns));
+    if (q.first_token_mono_ns != 0) ttft_ms.push_back(util::ns_to_ms(q.first_token_mono_ns - q.start_mono_ns));
     for (size_t i = 1; i < q.token_mono_ns.size(); ++i)
       gaps_ms.push_back(util::ns_to_ms(q.token_mono_ns[i] - q.token_mono_ns[i - 1]));
   }
@@ -177,12 +175,10 @@ void summarize(BenchResult& r) {
 bool is_loopback_host(std::string host) {
   std::transform(host.begin(), host.end(), host.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   if (host == "localhost" || host == "localhost.") return true;
   in_addr v4{};
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1)
-    return (ntohl(v4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
   in6_addr v6{};
   if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
     if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
@@ -221,13 +217,12 @@ UrlParts parse_url(const std::string& url) {
 void check_url(const std::string& url, bool allow_remote) {
   UrlParts p = parse_url(url);
   if (p.scheme != "http" && p.scheme != "https")
-    throw std::invalid_argument(
-        fmt::format("bench: URL '{}' must be http:// or https://", url));
+    throw std::invalid_argument(fmt::format("bench: URL '{}' must be http:// or https://", url));
   if (!allow_remote && !is_loopback_host(p.host))
-    throw std::invalid_argument(fmt::format(
-        "bench: refusing non-loopback host '{}' (only 127.0.0.0/8, localhost and [::1] are "
-        "allowed; pass --allow-remote to load a remote server)",
-        p.host));
+    throw std::invalid_argument(
+        fmt::format("bench: refusing non-loopback host '{}' (only 127.0.0.0/8, localhost and [::1] are "
+                    "allowed; pass --allow-remote to load a remote server)",
+                    p.host));
 }
 
 // ------------------------------------------------------------------------------------ token log
@@ -285,8 +280,7 @@ struct FdCloser {
   }
 };
 
-void write_token_log_fd(int fd, const std::string& path,
-                        const std::vector<BenchRequestResult>& requests) {
+void write_token_log_fd(int fd, const std::string& path, const std::vector<BenchRequestResult>& requests) {
   write_fd(fd, token_log_text(requests), path);
 }
 
@@ -334,8 +328,7 @@ struct Transfer {
   bool http_ok = true;
   std::string error_body;  // first bytes of a non-2xx body, for the error message
 
-  Transfer(CURL* c, BenchRequestResult* r)
-      : curl(c), result(r), parser([this](const SseEvent& ev) { on_event(ev); }) {}
+  Transfer(CURL* c, BenchRequestResult* r) : curl(c), result(r), parser([this](const SseEvent& ev) { on_event(ev); }) {}
 
   void on_event(const SseEvent& ev) {
     if (is_token_event(ev.data)) {
@@ -435,11 +428,10 @@ void run_one(CURL* c, const RequestPlan& plan, int index, BenchRequestResult& r)
   r.end_mono_ns = monotonic_now_ns();
   curl_lib().easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.http_status);
   long local_port = 0;
-  if (curl_lib().easy_getinfo(c, CURLINFO_LOCAL_PORT, &local_port) == CURLE_OK && local_port > 0 &&
-      local_port <= 65535)
+  if (curl_lib().easy_getinfo(c, CURLINFO_LOCAL_PORT, &local_port) == CURLE_OK && local_port > 0 && local_port <= 65535)
     r.local_port = static_cast<uint16_t>(local_port);
   curl_lib().easy_setopt(c, CURLOPT_HTTPHEADER, plan.headers);  // `headers` dies with this frame
-  curl_lib().easy_setopt(c, CURLOPT_ERRORBUFFER, nullptr);  // errbuf dies with this frame
+  curl_lib().easy_setopt(c, CURLOPT_ERRORBUFFER, nullptr);      // errbuf dies with this frame
   if (!r.token_mono_ns.empty()) r.first_token_mono_ns = r.token_mono_ns.front();
 
   if (rc != CURLE_OK) {
@@ -449,8 +441,8 @@ void run_one(CURL* c, const RequestPlan& plan, int index, BenchRequestResult& r)
     std::string snippet = t.error_body;
     std::replace(snippet.begin(), snippet.end(), '\n', ' ');
     while (!snippet.empty() && snippet.back() == ' ') snippet.pop_back();
-    r.error = snippet.empty() ? fmt::format("HTTP {}", r.http_status)
-                              : fmt::format("HTTP {}: {}", r.http_status, snippet);
+    r.error =
+        snippet.empty() ? fmt::format("HTTP {}", r.http_status) : fmt::format("HTTP {}: {}", r.http_status, snippet);
   } else if (r.token_mono_ns.empty() && plan.opts->max_tokens > 0) {
     r.error = "stream ended without any token";
   }
@@ -458,11 +450,9 @@ void run_one(CURL* c, const RequestPlan& plan, int index, BenchRequestResult& r)
 
 std::string progress_line(const BenchRequestResult& r, int done, int total) {
   if (!r.error.empty()) return fmt::format("[{}/{}] {} failed: {}", done, total, r.id, r.error);
-  double ttft = r.first_token_mono_ns
-                    ? util::ns_to_ms(r.first_token_mono_ns - r.start_mono_ns)
-                    : kNaN;
-  return fmt::format("[{}/{}] {} HTTP {}, {} tokens, TTFT {:.1f} ms", done, total, r.id,
-                     r.http_status, r.token_mono_ns.size(), ttft);
+  double ttft = r.first_token_mono_ns ? util::ns_to_ms(r.first_token_mono_ns - r.start_mono_ns) : kNaN;
+  return fmt::format("[{}/{}] {} HTTP {}, {} tokens, TTFT {:.1f} ms", done, total, r.id, r.http_status,
+                     r.token_mono_ns.size(), ttft);
 }
 
 void validate(const BenchOptions& o) {
@@ -478,8 +468,7 @@ void validate(const BenchOptions& o) {
 void global_init_once() {
   static std::once_flag once;
   std::call_once(once, [] {
-    if (curl_lib().global_init(CURL_GLOBAL_DEFAULT) != 0)
-      throw std::runtime_error("bench: curl_global_init failed");
+    if (curl_lib().global_init(CURL_GLOBAL_DEFAULT) != 0) throw std::runtime_error("bench: curl_global_init failed");
   });
 }
 
@@ -504,8 +493,7 @@ BenchResult run_bench(const BenchOptions& opts, std::function<void(const std::st
 
   BenchResult result;
   result.requests.resize(static_cast<size_t>(opts.requests));
-  for (int i = 0; i < opts.requests; ++i)
-    result.requests[static_cast<size_t>(i)].id = fmt::format("req-{}", i + 1);
+  for (int i = 0; i < opts.requests; ++i) result.requests[static_cast<size_t>(i)].id = fmt::format("req-{}", i + 1);
 
   std::atomic<int> next{0};
   std::mutex progress_mu;
@@ -553,8 +541,7 @@ std::string format_bench_summary(const BenchResult& r) {
   for (const auto& q : r.requests)
     if (!q.error.empty()) ++errors[q.error];
   std::vector<std::pair<std::string, int>> sorted(errors.begin(), errors.end());
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   for (size_t i = 0; i < sorted.size() && i < 5; ++i)
     out += fmt::format("error x{}: {}\n", sorted[i].second, sorted[i].first);
   return out;

@@ -18,18 +18,18 @@
 namespace ld::bench {
 
 struct BenchOptions {
-  std::string url;                // e.g. http://127.0.0.1:8000/v1/completions
+  std::string url;  // e.g. http://127.0.0.1:8000/v1/completions
   int requests = 10;
-  int concurrency = 1;            // simultaneous requests (one thread + connection each)
+  int concurrency = 1;  // simultaneous requests (one thread + connection each)
   size_t prompt_bytes = 256;
   // Prompt sizes in bytes used in turn, request i (from 0) the (i mod size)-th; empty = every
   // request prompt_bytes. {256, 256, 256, 16384}: every 4th request brings a long prompt, whose
   // prefill a batching server computes while the other streams decode.
   std::vector<size_t> prompt_mix;
   int max_tokens = 30;
-  std::string tokens_out;         // token log (jsonl) path; empty = none
-  double timeout_s = 120;         // per request
-  bool allow_remote = false;      // without it only loopback hosts are accepted
+  std::string tokens_out;     // token log (jsonl) path; empty = none
+  double timeout_s = 120;     // per request
+  bool allow_remote = false;  // without it only loopback hosts are accepted
   // Accept gzip/deflate/br like browsers and the OpenAI SDKs (httpx, aiohttp) do; libcurl
   // decodes. A proxy that compresses text/event-stream then holds tokens back, as it would for
   // those clients.
@@ -42,10 +42,10 @@ struct BenchRequestResult {
   uint64_t first_token_mono_ns = 0;  // 0 if no token arrived
   uint64_t end_mono_ns = 0;
   std::vector<uint64_t> token_mono_ns;
-  long http_status = 0;              // 0 if no response
-  std::string error;                 // empty = success
-  std::optional<long> prompt_tokens; // from a "usage" event, when the server sends one
-  uint16_t local_port = 0;           // the client's TCP port of the connection (0: none)
+  long http_status = 0;               // 0 if no response
+  std::string error;                  // empty = success
+  std::optional<long> prompt_tokens;  // from a "usage" event, when the server sends one
+  uint16_t local_port = 0;            // the client's TCP port of the connection (0: none)
 };
 
 struct BenchResult {
@@ -54,8 +54,8 @@ struct BenchResult {
   double ttft_p50_ms = 0, ttft_p90_ms = 0, ttft_p99_ms = 0;
   double tpot_median_ms = 0, tpot_stddev_ms = 0;
   double tpot_p99_ms = 0;
-  double wall_s = 0;             // first request start to last request end
-  double tokens_per_s = 0;       // tokens / wall_s: the server's throughput under this load
+  double wall_s = 0;        // first request start to last request end
+  double tokens_per_s = 0;  // tokens / wall_s: the server's throughput under this load
   uint64_t tokens = 0;
   int failed = 0;
 };
@@ -64,8 +64,7 @@ struct BenchResult {
 // URL without allow_remote) and std::runtime_error if tokens_out cannot be written. Per-request
 // failures (HTTP errors, refused connections, timeouts) are recorded, never thrown. `progress`
 // is called (serialised) after each request with a one-line status.
-BenchResult run_bench(const BenchOptions& opts,
-                      std::function<void(const std::string&)> progress = {});
+BenchResult run_bench(const BenchOptions& opts, std::function<void(const std::string&)> progress = {});
 
 std::string format_bench_summary(const BenchResult& result);
 
@@ -92,8 +91,8 @@ class SseParser {
   void process_line(std::string_view line, uint64_t now_ns);
 
   Callback on_event_;
-  std::string line_;          // partial line carried over between feeds
-  bool skip_lf_ = false;      // previous feed ended in '\r': a leading '\n' belongs to it
+  std::string line_;      // partial line carried over between feeds
+  bool skip_lf_ = false;  // previous feed ended in '\r': a leading '\n' belongs to it
   bool bom_checked_ = false;
   SseEvent pending_;
   bool has_data_ = false;

@@ -30,10 +30,10 @@ CurlApi load() {
     if (const char* e = dlerror()) errors += fmt::format("{}{}", errors.empty() ? "" : "; ", e);
   }
   if (!handle)
-    throw std::runtime_error(fmt::format(
-        "bench: the load client needs libcurl, which could not be loaded ({}); install it "
-        "(Debian/Ubuntu: apt-get install libcurl4)",
-        errors));
+    throw std::runtime_error(
+        fmt::format("bench: the load client needs libcurl, which could not be loaded ({}); install it "
+                    "(Debian/Ubuntu: apt-get install libcurl4)",
+                    errors));
   CurlApi api{};
   resolve(handle, "curl_global_init", api.global_init);
   resolve(handle, "curl_easy_init", api.easy_init);

@@ -1,8 +1,8 @@
 // latency-doctor attach: record + analyse, then print the report.
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "analysis/event_analyzer.hpp"
 #include "analysis/live.hpp"
@@ -33,8 +33,7 @@ int run_attach(const AttachOptions& o) {
   // Live alerts are for a person watching: read every second unless told otherwise.
   options = o.live ? to_record_options(o.record, 1000) : to_record_options(o.record);
   token_source = parse_token_source(o.tokens);
-  if (!token_source)
-    throw std::invalid_argument(fmt::format("--tokens {}: expected sse or jsonl:FILE", o.tokens));
+  if (!token_source) throw std::invalid_argument(fmt::format("--tokens {}: expected sse or jsonl:FILE", o.tokens));
   client_source = parse_client_source(o.client);
   report_format(o.format);  // rejects an unknown format before we trace
   options.trace_path = o.record_path;

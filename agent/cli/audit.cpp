@@ -3,8 +3,8 @@
 
 #include <climits>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "audit/audit.hpp"
 #include "cli/common.hpp"
@@ -33,8 +33,8 @@ std::string render_audit(const audit::AuditResult& result, const std::string& fo
 std::string nginx_conf_path(const AuditOptions& o) {
   if (o.nginx_conf.empty() || o.nginx_conf[0] == '/') return o.nginx_conf;
   if (o.root != "/" && !o.root.empty())
-    throw std::invalid_argument(fmt::format(
-        "--nginx-conf {}: with --root give the path inside the tree, starting with /", o.nginx_conf));
+    throw std::invalid_argument(
+        fmt::format("--nginx-conf {}: with --root give the path inside the tree, starting with /", o.nginx_conf));
   char cwd[PATH_MAX];
   if (!getcwd(cwd, sizeof(cwd))) throw std::runtime_error("cannot read the current directory");
   return std::string(cwd) + "/" + o.nginx_conf;
@@ -61,7 +61,8 @@ int run_audit(const AuditOptions& o) {
 
 void register_audit(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<AuditOptions>();
-  auto* sub = app.add_subcommand("audit", "Check a host or image before deployment: kernel, CPU, cgroup, nginx, tracing");
+  auto* sub =
+      app.add_subcommand("audit", "Check a host or image before deployment: kernel, CPU, cgroup, nginx, tracing");
   sub->footer(
       "Reads sysctls, CPU frequency/idle settings, THP, swap, NUMA, the service's cgroup (v1/v2)\n"
       "and open-file limit, the nginx config in front of SSE, and what latency-doctor can trace\n"
@@ -74,11 +75,11 @@ void register_audit(CLI::App& app, int& exit_code) {
   sub->add_option("--root", opts->root, "Audit the tree under DIR (an image, a chroot) instead of /")
       ->type_name("DIR")
       ->capture_default_str();
-  auto* pid = sub->add_option("-p,--pid", opts->pid, "The service's process: its cgroup and open-file limit")
-                  ->type_name("PID");
+  auto* pid =
+      sub->add_option("-p,--pid", opts->pid, "The service's process: its cgroup and open-file limit")->type_name("PID");
   auto* cgroup = sub->add_option("--cgroup", opts->cgroup,
                                  "The service's cgroup: /system.slice/NAME.service or /sys/fs/cgroup/...")
-                    ->type_name("PATH");
+                     ->type_name("PATH");
   pid->excludes(cgroup);
   sub->add_option("--nginx-conf", opts->nginx_conf,
                   "nginx config to check (default /etc/nginx/nginx.conf; under --root when absolute)")

@@ -1,6 +1,6 @@
 // latency-doctor bench: drive a streaming endpoint and measure TTFT/TPOT from the client.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "bench/bench.hpp"
 #include "cli/common.hpp"
@@ -28,7 +28,8 @@ void register_bench(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<bench::BenchOptions>();
   auto quiet = std::make_shared<bool>(false);
   opts->url = "http://127.0.0.1:8000/v1/completions";
-  auto* sub = app.add_subcommand("bench", "Load an OpenAI-style streaming endpoint and measure TTFT and TPOT as a client sees them");
+  auto* sub = app.add_subcommand(
+      "bench", "Load an OpenAI-style streaming endpoint and measure TTFT and TPOT as a client sees them");
   sub->footer(
       "TTFT is timed to the first SSE data event (not to the response headers, which servers\n"
       "such as llama.cpp send before prompt processing). Only loopback URLs unless --allow-remote.\n\n"
@@ -55,7 +56,8 @@ void register_bench(CLI::App& app, int& exit_code) {
                 "Accept compressed responses (gzip, deflate, br), as browsers and the OpenAI SDKs do: a proxy "
                 "that compresses the stream then holds tokens back for this client too");
   sub->add_flag("-q,--quiet", *quiet, "No progress on stderr");
-  sub->callback([opts, quiet, &exit_code] { exit_code = run_command("bench", [&] { return run_bench_cmd(*opts, *quiet); }); });
+  sub->callback(
+      [opts, quiet, &exit_code] { exit_code = run_command("bench", [&] { return run_bench_cmd(*opts, *quiet); }); });
 }
 
 }  // namespace ld::cli

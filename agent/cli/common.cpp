@@ -106,9 +106,9 @@ void print_warnings(const std::vector<std::string>& warnings) {
 
 #include <CLI/CLI.hpp>
 
+#include "audit/host_audit.hpp"
 #include "probes/probe.hpp"
 #include "probes/probe_session.hpp"
-#include "audit/host_audit.hpp"
 #include "probes/recorder.hpp"
 
 namespace ld::cli {
@@ -190,24 +190,24 @@ probes::RecordOptions to_record_options(const RecordFlags& flags, uint64_t read_
   options.children = flags.children;
   auto duration = parse_duration_ms(flags.duration);
   if (!duration)
-    throw std::invalid_argument(fmt::format(
-        "--duration {}: expected a positive number with a unit, e.g. 500ms, 30s, 5m", flags.duration));
+    throw std::invalid_argument(
+        fmt::format("--duration {}: expected a positive number with a unit, e.g. 500ms, 30s, 5m", flags.duration));
   options.duration_ms = *duration;
   auto ringbuf = parse_size(flags.ringbuf);
   if (!ringbuf || *ringbuf < 4096 || *ringbuf > (1ULL << 30) || (*ringbuf & (*ringbuf - 1)))
-    throw std::invalid_argument(fmt::format(
-        "--ringbuf-size {}: expected a power of two between 4K and 1G, e.g. 16M", flags.ringbuf));
+    throw std::invalid_argument(
+        fmt::format("--ringbuf-size {}: expected a power of two between 4K and 1G, e.g. 16M", flags.ringbuf));
   options.ringbuf_bytes = static_cast<uint32_t>(*ringbuf);
   options.sample_hz = flags.sample_hz;
   auto sock_hook = probes::parse_sock_hook(flags.sock_hook);
   if (!sock_hook)
-    throw std::invalid_argument(fmt::format(
-        "--sock-hook {}: expected auto, socket-layer or syscall-exits", flags.sock_hook));
+    throw std::invalid_argument(
+        fmt::format("--sock-hook {}: expected auto, socket-layer or syscall-exits", flags.sock_hook));
   options.hooks.sock = *sock_hook;
   auto sample_source = probes::parse_perf_source(flags.sample_source);
   if (!sample_source)
-    throw std::invalid_argument(fmt::format(
-        "--sample-source {}: expected auto, tick or perf-event", flags.sample_source));
+    throw std::invalid_argument(
+        fmt::format("--sample-source {}: expected auto, tick or perf-event", flags.sample_source));
   options.hooks.perf = *sample_source;
   options.hooks.user_stacks = flags.user_stacks != "off";
   options.hooks.cuda_launches = flags.cuda_launches != "off";
@@ -215,15 +215,15 @@ probes::RecordOptions to_record_options(const RecordFlags& flags, uint64_t read_
   if (!flags.read_interval.empty()) {
     auto interval = parse_duration_ms(flags.read_interval);
     if (!interval || *interval < 100 || *interval > 10'000)
-      throw std::invalid_argument(fmt::format(
-          "--read-interval {}: expected a duration from 100ms to 10s, e.g. 1s", flags.read_interval));
+      throw std::invalid_argument(
+          fmt::format("--read-interval {}: expected a duration from 100ms to 10s, e.g. 1s", flags.read_interval));
     options.read_interval_ms = *interval;
   }
   auto known = probes::ProbeSession::known_probes();
   for (const auto& name : split_list(flags.probes)) {
     if (name != "all" && std::find(known.begin(), known.end(), name) == known.end())
-      throw std::invalid_argument(fmt::format("--probes: unknown probe '{}' (known: all, {})", name,
-                                              fmt::join(known, ", ")));
+      throw std::invalid_argument(
+          fmt::format("--probes: unknown probe '{}' (known: all, {})", name, fmt::join(known, ", ")));
     if (name != "all") options.probes.push_back(name);
   }
   options.quiet = flags.quiet;

@@ -12,7 +12,9 @@
 #include "report/report.hpp"
 #include "util/parse.hpp"
 
-namespace CLI { class App; }
+namespace CLI {
+class App;
+}
 
 namespace ld::cli {
 
@@ -32,7 +34,7 @@ using util::split_list;
 class Output {
  public:
   static std::unique_ptr<Output> open(const std::string& path);  // throws runtime_error
-  void write(const std::string& text);                             // throws runtime_error
+  void write(const std::string& text);                           // throws runtime_error
   ~Output();
   Output(const Output&) = delete;
   Output& operator=(const Output&) = delete;
@@ -109,7 +111,9 @@ void add_rules_option(CLI::App* sub, std::vector<std::string>& paths);
 
 }  // namespace ld::cli
 
-namespace ld::probes { struct RecordOptions; }
+namespace ld::probes {
+struct RecordOptions;
+}
 
 namespace ld::cli {
 
@@ -121,7 +125,7 @@ struct RecordFlags {
   std::string probes = "all";
   std::string ringbuf = "16M";
   uint32_t sample_hz = probes::kDefaultSampleHz;
-  std::string read_interval;  // "": to_record_options' default
+  std::string read_interval;           // "": to_record_options' default
   std::string sock_hook = "auto";      // --sock-hook: probes::SockHook
   std::string sample_source = "auto";  // --sample-source: probes::PerfSource
   std::string user_stacks = "on";      // --user-stacks on|off: ProbeOptions::hooks.user_stacks

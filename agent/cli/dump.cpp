@@ -3,8 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/common.hpp"
 #include "serve/dump_socket.hpp"
@@ -38,7 +38,8 @@ int run_dump(const DumpCmdOptions& o) {
   fchmod(fd, 0600);
   try {
     auto got = serve::request_dump(o.socket, *since, fd);
-    if (fsync(fd) != 0 && errno != EINVAL) throw std::runtime_error(fmt::format("{}: {}", o.output, std::strerror(errno)));
+    if (fsync(fd) != 0 && errno != EINVAL)
+      throw std::runtime_error(fmt::format("{}: {}", o.output, std::strerror(errno)));
     close(fd);
     if (rename(tmp.c_str(), o.output.c_str()) != 0)
       throw std::runtime_error(fmt::format("{}: {}", o.output, std::strerror(errno)));

@@ -1,6 +1,6 @@
 // latency-doctor record: trace only, for a later `report`.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/common.hpp"
 #include "probes/recorder.hpp"
@@ -20,12 +20,13 @@ int run_record(const RecordCmdOptions& o) {
   probes::install_stop_signals();
   uint64_t records = 0;
   auto status = [&] { return fmt::format("{} events", records); };
-  auto recorded = probes::record(options, [&](const ld_hdr&, size_t) { records++; }, status);
+  auto recorded = probes::record(
+      options, [&](const ld_hdr&, size_t) { records++; }, status);
   print_warnings(recorded.warnings);
   uint64_t lost = 0;
   for (const auto& p : recorded.trailer.probes) lost += p.lost;
-  fmt::print(stderr, "wrote {}: {} events, {} lost, stopped by {}\n  next: latency-doctor report {}\n",
-             o.output, records, lost, trace::stop_reason_name(recorded.stop_reason), o.output);
+  fmt::print(stderr, "wrote {}: {} events, {} lost, stopped by {}\n  next: latency-doctor report {}\n", o.output,
+             records, lost, trace::stop_reason_name(recorded.stop_reason), o.output);
   return kExitOk;
 }
 

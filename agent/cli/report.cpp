@@ -1,6 +1,6 @@
 // latency-doctor report: the report of a recorded trace.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "analysis/event_analyzer.hpp"
 #include "cli/common.hpp"
@@ -25,8 +25,7 @@ int run_report(const ReportOptions& o) {
   std::string client_source;
   if (!o.tokens.empty()) {
     auto parsed = parse_token_source(o.tokens);
-    if (!parsed)
-      throw std::invalid_argument(fmt::format("--tokens {}: expected sse or jsonl:FILE", o.tokens));
+    if (!parsed) throw std::invalid_argument(fmt::format("--tokens {}: expected sse or jsonl:FILE", o.tokens));
     token_source = *parsed;
   }
   client_source = parse_client_source(o.client);
@@ -35,9 +34,7 @@ int run_report(const ReportOptions& o) {
   const rules::RuleSet rule_set = rules::load_rules(o.rules);
   analysis::EventAnalyzer analyzer;
   if (format_needs_thread_tracks(o.format)) analyzer.keep_thread_tracks();
-  auto read = trace::read_trace(o.trace_path, [&](const ld_hdr& rec) {
-    analyzer.on_record(rec, rec.size);
-  });
+  auto read = trace::read_trace(o.trace_path, [&](const ld_hdr& rec) { analyzer.on_record(rec, rec.size); });
   const trace::TraceMeta meta = trace::read_meta(read.header, read.trailer);
   if (o.tokens.empty()) token_source = meta.header.token_source;  // as recorded
   auto report = analyzer.finish(meta, token_source, read.warnings, client_source);
@@ -62,8 +59,7 @@ void register_report(CLI::App& app, int& exit_code) {
       "  latency-doctor report incident.ldtrace --tokens jsonl:client-tokens.jsonl\n"
       "  latency-doctor report incident.ldtrace --client client-tokens.jsonl  # client and server side by side");
   sub->add_option("trace", opts->trace_path, "The .ldtrace file")->required();
-  sub->add_option("--tokens", opts->tokens,
-                  "Token times from jsonl:FILE instead of the recorded socket sends");
+  sub->add_option("--tokens", opts->tokens, "Token times from jsonl:FILE instead of the recorded socket sends");
   sub->add_option("--client", opts->client, kClientHelp);
   sub->add_option("-f,--format", opts->format, report_format_help())->capture_default_str();
   sub->add_option("-o,--output", opts->output, "Write the report to FILE (mode 0600)");

@@ -1,8 +1,8 @@
 // latency-doctor rules list|check: the rules this binary applies, and whether rule files load.
 #include <algorithm>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/common.hpp"
 #include "report/text_table.hpp"
@@ -46,8 +46,11 @@ int run_list(const RulesOptions& o) {
   for (const rules::Rule& r : set.rules) sorted.push_back(&r);
   std::sort(sorted.begin(), sorted.end(), [](const rules::Rule* a, const rules::Rule* b) { return a->id < b->id; });
   using report::Align;
-  report::TextTable table({{"id", Align::kLeft}, {"cause", Align::kLeft}, {"severity", Align::kLeft},
-                           {"scope", Align::kLeft}, {"title", Align::kLeft}});
+  report::TextTable table({{"id", Align::kLeft},
+                           {"cause", Align::kLeft},
+                           {"severity", Align::kLeft},
+                           {"scope", Align::kLeft},
+                           {"title", Align::kLeft}});
   for (const rules::Rule* r : sorted)
     table.add_row({r->id, std::string(model::cause_id(r->cause)), severity_cell(*r),
                    r->scope == rules::Scope::kHost ? "host" : "report", r->title.text()});

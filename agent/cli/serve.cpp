@@ -8,8 +8,8 @@
 #include <chrono>
 #include <thread>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/common.hpp"
 #include "events.h"
@@ -52,13 +52,15 @@ struct ServeCmdOptions {
 
 uint64_t duration_flag(const std::string& flag, const std::string& text) {
   auto ms = parse_duration_ms(text);
-  if (!ms) throw std::invalid_argument(fmt::format("{} {}: expected a duration such as 500ms, 30s, 5m, 1h", flag, text));
+  if (!ms)
+    throw std::invalid_argument(fmt::format("{} {}: expected a duration such as 500ms, 30s, 5m, 1h", flag, text));
   return *ms;
 }
 
 uint64_t size_flag(const std::string& flag, const std::string& text) {
   auto bytes = parse_size(text);
-  if (!bytes || *bytes == 0) throw std::invalid_argument(fmt::format("{} {}: expected a size such as 64M, 1G", flag, text));
+  if (!bytes || *bytes == 0)
+    throw std::invalid_argument(fmt::format("{} {}: expected a size such as 64M, 1G", flag, text));
   return *bytes;
 }
 
@@ -67,11 +69,11 @@ std::string check_metrics_addr(const std::string& addr) {
   if (addr == "off" || addr == "none") return "";
   auto colon = addr.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 >= addr.size())
-    throw std::invalid_argument(fmt::format("--metrics-addr {}: expected HOST:PORT, e.g. 127.0.0.1:9464 (or off)", addr));
+    throw std::invalid_argument(
+        fmt::format("--metrics-addr {}: expected HOST:PORT, e.g. 127.0.0.1:9464 (or off)", addr));
   char* end = nullptr;
   long port = std::strtol(addr.c_str() + colon + 1, &end, 10);
-  if (*end || port <= 0 || port > 65535)
-    throw std::invalid_argument(fmt::format("--metrics-addr {}: bad port", addr));
+  if (*end || port <= 0 || port > 65535) throw std::invalid_argument(fmt::format("--metrics-addr {}: bad port", addr));
   return addr;
 }
 
@@ -101,7 +103,8 @@ serve::ServeOptions to_serve_options(const ServeCmdOptions& o) {
   s.window_ms = duration_flag("--window", o.window);
   s.lookback_ms = duration_flag("--lookback", o.lookback);
   s.window_memory = size_flag("--window-memory", o.window_memory);
-  if (!o.capture_ttft_p99.empty()) s.capture_ttft_p99_s = util::ms_to_s(duration_flag("--capture-ttft-p99", o.capture_ttft_p99));
+  if (!o.capture_ttft_p99.empty())
+    s.capture_ttft_p99_s = util::ms_to_s(duration_flag("--capture-ttft-p99", o.capture_ttft_p99));
   s.capture_on_crit = !o.no_capture_on_crit;
   s.capture_before_ms = duration_flag("--capture-before", o.capture_before);
   s.capture_after_ms = duration_flag("--capture-after", o.capture_after);
@@ -247,32 +250,39 @@ void register_serve(CLI::App& app, int& exit_code) {
   sub->add_option("--cgroup", opts->cgroup, "Trace processes in this cgroup or below (/system.slice/x.service)");
   sub->add_option("--metrics-addr", opts->metrics_addr,
                   "Where to serve /metrics for Prometheus: HOST:PORT (loopback by default; 0.0.0.0:9464 only "
-                  "when asked), or off")->capture_default_str();
+                  "when asked), or off")
+      ->capture_default_str();
   sub->add_option("--otlp-endpoint", opts->otlp_endpoint,
                   "Push metrics and outlier spans as OTLP/HTTP JSON to this collector, e.g. http://127.0.0.1:4318");
   sub->add_option("--flight-dir", opts->flight_dir, "Where the flight recorder keeps its trace segments (0700)")
       ->capture_default_str();
-  sub->add_option("--flight-keep", opts->flight_keep, "How much trace time the flight recorder keeps")->capture_default_str();
+  sub->add_option("--flight-keep", opts->flight_keep, "How much trace time the flight recorder keeps")
+      ->capture_default_str();
   sub->add_option("--flight-max", opts->flight_max, "The flight recorder's disk cap")->capture_default_str();
   sub->add_option("--flight-segment", opts->flight_segment, "A new segment file this often")->capture_default_str();
   sub->add_option("--socket", opts->socket, "The local socket `dump` talks to (0600)")->capture_default_str();
-  sub->add_option("--window", opts->window, "How often the analysis runs (each run counts what happened since the last)")
+  sub->add_option("--window", opts->window,
+                  "How often the analysis runs (each run counts what happened since the last)")
       ->capture_default_str();
   sub->add_option("--lookback", opts->lookback,
                   "How far back each analysis reads: streams longer than this lose their later token gaps")
       ->capture_default_str();
-  sub->add_option("--window-memory", opts->window_memory, "Memory cap of the look-back's events")->capture_default_str();
+  sub->add_option("--window-memory", opts->window_memory, "Memory cap of the look-back's events")
+      ->capture_default_str();
   sub->add_option("--capture-ttft-p99", opts->capture_ttft_p99,
                   "Save a capture when a window's TTFT p99 exceeds this (e.g. 2s; default off)");
   sub->add_flag("--no-capture-on-crit", opts->no_capture_on_crit, "No capture when a crit finding appears");
-  sub->add_option("--capture-before", opts->capture_before, "A capture's trace before the trigger")->capture_default_str();
+  sub->add_option("--capture-before", opts->capture_before, "A capture's trace before the trigger")
+      ->capture_default_str();
   sub->add_option("--capture-after", opts->capture_after, "A capture's trace after the trigger")->capture_default_str();
-  sub->add_option("--capture-cooldown", opts->capture_cooldown, "No new capture this soon after one")->capture_default_str();
+  sub->add_option("--capture-cooldown", opts->capture_cooldown, "No new capture this soon after one")
+      ->capture_default_str();
   sub->add_option("--captures-max", opts->captures_max, "Captures kept (the oldest go)")->capture_default_str();
   add_rules_option(sub, opts->rules);
   std::string probe_help = "Probes to attach: all, or a comma list (see attach --help)";
   sub->add_option("--probes", opts->record.probes, probe_help)->capture_default_str();
-  sub->add_option("--ringbuf-size", opts->record.ringbuf, "Kernel ring buffer size (power of two)")->capture_default_str();
+  sub->add_option("--ringbuf-size", opts->record.ringbuf, "Kernel ring buffer size (power of two)")
+      ->capture_default_str();
   sub->add_option("--read-interval", opts->record.read_interval,
                   "How often the agent wakes to read events, look for targets and flush the flight recorder "
                   "(default 4s; see attach --help)");

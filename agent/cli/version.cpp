@@ -1,6 +1,6 @@
-#include <CLI/CLI.hpp>
 #include <bpf/libbpf.h>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/common.hpp"
 #include "trace/trace_file.hpp"

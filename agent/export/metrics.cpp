@@ -22,8 +22,8 @@ using prometheus::Histogram;
 
 const std::vector<double>& ServeMetrics::ttft_buckets() {
   // OpenTelemetry GenAI semconv, gen_ai.server.time_to_first_token (explicit bucket advice).
-  static const std::vector<double> b{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25,
-                                     0.5,   0.75,  1.0,  2.5,  5.0,  7.5,  10.0};
+  static const std::vector<double> b{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
+                                     0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0};
   return b;
 }
 
@@ -40,80 +40,95 @@ struct ServeMetrics::Impl {
   std::unique_ptr<prometheus::Exposer> exposer;
   std::mutex mu;  // the delta bookkeeping below (the metrics themselves are atomic)
 
-  Family<Histogram>& ttft = prometheus::BuildHistogram()
-      .Name("gen_ai_server_time_to_first_token_seconds")
-      .Help("Time from a request's arrival (its request line received) to its first token sent, "
-            "seen from the server's socket sends (OpenTelemetry gen_ai.server.time_to_first_token)")
-      .Register(*registry);
+  Family<Histogram>& ttft =
+      prometheus::BuildHistogram()
+          .Name("gen_ai_server_time_to_first_token_seconds")
+          .Help(
+              "Time from a request's arrival (its request line received) to its first token sent, "
+              "seen from the server's socket sends (OpenTelemetry gen_ai.server.time_to_first_token)")
+          .Register(*registry);
   Family<Histogram>& tpot = prometheus::BuildHistogram()
-      .Name("gen_ai_server_time_per_output_token_seconds")
-      .Help("Time between two token sends of one response, the first token excluded "
-            "(OpenTelemetry gen_ai.server.time_per_output_token)")
-      .Register(*registry);
-  Family<Counter>& outlier_seconds = prometheus::BuildCounter()
-      .Name("latency_doctor_outlier_seconds_total")
-      .Help("Time of slow first tokens and slow token gaps (outliers), split by cause")
-      .Register(*registry);
+                                .Name("gen_ai_server_time_per_output_token_seconds")
+                                .Help(
+                                    "Time between two token sends of one response, the first token excluded "
+                                    "(OpenTelemetry gen_ai.server.time_per_output_token)")
+                                .Register(*registry);
+  Family<Counter>& outlier_seconds =
+      prometheus::BuildCounter()
+          .Name("latency_doctor_outlier_seconds_total")
+          .Help("Time of slow first tokens and slow token gaps (outliers), split by cause")
+          .Register(*registry);
   Family<Counter>& outliers = prometheus::BuildCounter()
-      .Name("latency_doctor_outliers_total")
-      .Help("Slow first tokens (kind=ttft) and slow token gaps (kind=tpot) found")
-      .Register(*registry);
+                                  .Name("latency_doctor_outliers_total")
+                                  .Help("Slow first tokens (kind=ttft) and slow token gaps (kind=tpot) found")
+                                  .Register(*registry);
   Family<Gauge>& findings = prometheus::BuildGauge()
-      .Name("latency_doctor_findings")
-      .Help("1 while the rule's finding holds in the latest analysis window, else 0")
-      .Register(*registry);
+                                .Name("latency_doctor_findings")
+                                .Help("1 while the rule's finding holds in the latest analysis window, else 0")
+                                .Register(*registry);
   Family<Counter>& events = prometheus::BuildCounter()
-      .Name("latency_doctor_events_total")
-      .Help("Events the probe recorded")
-      .Register(*registry);
+                                .Name("latency_doctor_events_total")
+                                .Help("Events the probe recorded")
+                                .Register(*registry);
   Family<Counter>& lost = prometheus::BuildCounter()
-      .Name("latency_doctor_events_lost_total")
-      .Help("Events the probe lost (kernel ring buffer full): raise --ringbuf-size")
-      .Register(*registry);
+                              .Name("latency_doctor_events_lost_total")
+                              .Help("Events the probe lost (kernel ring buffer full): raise --ringbuf-size")
+                              .Register(*registry);
   Counter& cpu = prometheus::BuildCounter()
-      .Name("latency_doctor_agent_cpu_seconds_total")
-      .Help("CPU time of the agent itself, user + system, all its threads")
-      .Register(*registry).Add({});
+                     .Name("latency_doctor_agent_cpu_seconds_total")
+                     .Help("CPU time of the agent itself, user + system, all its threads")
+                     .Register(*registry)
+                     .Add({});
   Gauge& rss = prometheus::BuildGauge()
-      .Name("latency_doctor_agent_rss_bytes")
-      .Help("Resident memory of the agent itself")
-      .Register(*registry).Add({});
+                   .Name("latency_doctor_agent_rss_bytes")
+                   .Help("Resident memory of the agent itself")
+                   .Register(*registry)
+                   .Add({});
   Gauge& targets = prometheus::BuildGauge()
-      .Name("latency_doctor_targets")
-      .Help("Server processes traced now")
-      .Register(*registry).Add({});
-  Counter& discovered = prometheus::BuildCounter()
-      .Name("latency_doctor_targets_discovered_total")
-      .Help("Server processes found and attached to since start (a restarted server counts again)")
-      .Register(*registry).Add({});
+                       .Name("latency_doctor_targets")
+                       .Help("Server processes traced now")
+                       .Register(*registry)
+                       .Add({});
+  Counter& discovered =
+      prometheus::BuildCounter()
+          .Name("latency_doctor_targets_discovered_total")
+          .Help("Server processes found and attached to since start (a restarted server counts again)")
+          .Register(*registry)
+          .Add({});
   Gauge& flight_bytes = prometheus::BuildGauge()
-      .Name("latency_doctor_flight_recorder_bytes")
-      .Help("Disk used by the flight recorder's trace segments")
-      .Register(*registry).Add({});
-  Family<Counter>& captures = prometheus::BuildCounter()
-      .Name("latency_doctor_captures_total")
-      .Help("Automatic captures of the flight recorder, by trigger (ttft_p99, crit_finding)")
-      .Register(*registry);
+                            .Name("latency_doctor_flight_recorder_bytes")
+                            .Help("Disk used by the flight recorder's trace segments")
+                            .Register(*registry)
+                            .Add({});
+  Family<Counter>& captures =
+      prometheus::BuildCounter()
+          .Name("latency_doctor_captures_total")
+          .Help("Automatic captures of the flight recorder, by trigger (ttft_p99, crit_finding)")
+          .Register(*registry);
   Counter& windows = prometheus::BuildCounter()
-      .Name("latency_doctor_windows_total")
-      .Help("Analysis windows completed")
-      .Register(*registry).Add({});
+                         .Name("latency_doctor_windows_total")
+                         .Help("Analysis windows completed")
+                         .Register(*registry)
+                         .Add({});
   Gauge& window_seconds = prometheus::BuildGauge()
-      .Name("latency_doctor_window_analysis_seconds")
-      .Help("Wall time the latest window's analysis took")
-      .Register(*registry).Add({});
+                              .Name("latency_doctor_window_analysis_seconds")
+                              .Help("Wall time the latest window's analysis took")
+                              .Register(*registry)
+                              .Add({});
   Gauge& window_records = prometheus::BuildGauge()
-      .Name("latency_doctor_window_records")
-      .Help("Records the latest window's analysis read (the window and its look-back)")
-      .Register(*registry).Add({});
+                              .Name("latency_doctor_window_records")
+                              .Help("Records the latest window's analysis read (the window and its look-back)")
+                              .Register(*registry)
+                              .Add({});
   Counter& window_dropped = prometheus::BuildCounter()
-      .Name("latency_doctor_window_records_dropped_total")
-      .Help("Records dropped from the analysis look-back because it reached --window-memory")
-      .Register(*registry).Add({});
+                                .Name("latency_doctor_window_records_dropped_total")
+                                .Help("Records dropped from the analysis look-back because it reached --window-memory")
+                                .Register(*registry)
+                                .Add({});
   Family<Counter>& otlp_failures = prometheus::BuildCounter()
-      .Name("latency_doctor_otlp_export_failures_total")
-      .Help("OTLP pushes that failed, by signal (metrics, traces)")
-      .Register(*registry);
+                                       .Name("latency_doctor_otlp_export_failures_total")
+                                       .Help("OTLP pushes that failed, by signal (metrics, traces)")
+                                       .Register(*registry);
 
   Histogram& ttft_all = ttft.Add({}, ServeMetrics::ttft_buckets());
   Histogram& tpot_all = tpot.Add({}, ServeMetrics::tpot_buckets());
@@ -131,8 +146,7 @@ void ServeMetrics::serve_http(const std::string& address) {
     impl_->exposer = std::make_unique<prometheus::Exposer>(address, 1);
   } catch (const std::exception& e) {
     throw std::runtime_error(fmt::format(
-        "--metrics-addr {}: cannot listen there (port in use, or not an address of this host): {}", address,
-        e.what()));
+        "--metrics-addr {}: cannot listen there (port in use, or not an address of this host): {}", address, e.what()));
   }
   impl_->exposer->RegisterCollectable(impl_->registry);
 }
@@ -192,7 +206,9 @@ void ServeMetrics::set_agent(double cpu_seconds, uint64_t rss_bytes) {
 void ServeMetrics::set_targets(size_t targets) { impl_->targets.Set(static_cast<double>(targets)); }
 void ServeMetrics::target_discovered() { impl_->discovered.Increment(); }
 void ServeMetrics::set_flight_bytes(uint64_t bytes) { impl_->flight_bytes.Set(static_cast<double>(bytes)); }
-void ServeMetrics::capture_taken(const std::string& trigger) { impl_->captures.Add({{"trigger", trigger}}).Increment(); }
+void ServeMetrics::capture_taken(const std::string& trigger) {
+  impl_->captures.Add({{"trigger", trigger}}).Increment();
+}
 
 void ServeMetrics::window_done(double analysis_seconds, uint64_t records) {
   impl_->windows.Increment();
@@ -204,7 +220,9 @@ void ServeMetrics::records_dropped(uint64_t records) {
   if (records) impl_->window_dropped.Increment(static_cast<double>(records));
 }
 
-void ServeMetrics::otlp_failed(const std::string& signal) { impl_->otlp_failures.Add({{"signal", signal}}).Increment(); }
+void ServeMetrics::otlp_failed(const std::string& signal) {
+  impl_->otlp_failures.Add({{"signal", signal}}).Increment();
+}
 
 std::vector<prometheus::MetricFamily> ServeMetrics::collect() const { return impl_->registry->Collect(); }
 

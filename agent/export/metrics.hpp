@@ -23,10 +23,10 @@ namespace ld::exporter {
 
 // What one analysis window observed: each observation is counted in exactly one window.
 struct WindowObservations {
-  std::vector<double> ttft_s;                      // one per request whose first token fell in it
-  std::vector<double> gap_s;                       // one per token gap that ended in it
-  std::map<std::string, double> outlier_seconds;   // by cause id (model::cause_id)
-  std::map<std::string, uint64_t> outliers;        // by kind: ttft | tpot
+  std::vector<double> ttft_s;                     // one per request whose first token fell in it
+  std::vector<double> gap_s;                      // one per token gap that ended in it
+  std::map<std::string, double> outlier_seconds;  // by cause id (model::cause_id)
+  std::map<std::string, uint64_t> outliers;       // by kind: ttft | tpot
   // The findings of this window's analysis: the ones active now (rule -> severity).
   std::map<std::string, std::string> findings;
 };

@@ -70,8 +70,13 @@ OtelName otel_name(const std::string& prom) {
   if (rest.rfind("latency_doctor_", 0) == 0) rest = rest.substr(15);
   if (ends_with(rest, "_total")) rest.resize(rest.size() - 6);
   std::string unit = "1";
-  if (ends_with(rest, "_seconds")) { rest.resize(rest.size() - 8); unit = "s"; }
-  else if (ends_with(rest, "_bytes")) { rest.resize(rest.size() - 6); unit = "By"; }
+  if (ends_with(rest, "_seconds")) {
+    rest.resize(rest.size() - 8);
+    unit = "s";
+  } else if (ends_with(rest, "_bytes")) {
+    rest.resize(rest.size() - 6);
+    unit = "By";
+  }
   return {"latency_doctor." + rest, unit};
 }
 
@@ -123,11 +128,11 @@ json otlp_metrics_request(const std::vector<prometheus::MetricFamily>& families,
     }
     metrics.push_back(std::move(m));
   }
-  return {{"resourceMetrics",
-           json::array({{{"resource", {{"attributes", otlp_attributes(resource)}}},
-                         {"scopeMetrics",
-                          json::array({{{"scope", {{"name", "latency-doctor"}, {"version", LD_VERSION}}},
-                                        {"metrics", metrics}}})}}})}};
+  return {
+      {"resourceMetrics",
+       json::array({{{"resource", {{"attributes", otlp_attributes(resource)}}},
+                     {"scopeMetrics", json::array({{{"scope", {{"name", "latency-doctor"}, {"version", LD_VERSION}}},
+                                                    {"metrics", metrics}}})}}})}};
 }
 
 std::string random_hex_id(size_t bytes) {
@@ -140,7 +145,12 @@ std::string random_hex_id(size_t bytes) {
   }
   if (got < bytes) {  // no entropy source: a clock-seeded fallback (ids need only be unique)
     uint64_t x = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) | 1;
-    for (auto& b : raw) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; b = static_cast<unsigned char>(x); }
+    for (auto& b : raw) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      b = static_cast<unsigned char>(x);
+    }
   }
   // An all-zero id is invalid in OTLP.
   bool zero = true;
@@ -164,9 +174,8 @@ json otlp_traces_request(const std::vector<Span>& spans, const Attributes& resou
                     {"attributes", otlp_attributes(s.attributes)}});
   return {{"resourceSpans",
            json::array({{{"resource", {{"attributes", otlp_attributes(resource)}}},
-                         {"scopeSpans",
-                          json::array({{{"scope", {{"name", "latency-doctor"}, {"version", LD_VERSION}}},
-                                        {"spans", list}}})}}})}};
+                         {"scopeSpans", json::array({{{"scope", {{"name", "latency-doctor"}, {"version", LD_VERSION}}},
+                                                      {"spans", list}}})}}})}};
 }
 
 // ------------------------------------------------------------------ transport
@@ -175,9 +184,14 @@ OtlpClient::Url OtlpClient::parse_url(const std::string& endpoint) {
   Url url;
   std::string rest;
   if (endpoint.rfind("http://", 0) == 0) rest = endpoint.substr(7);
-  else if (endpoint.rfind("https://", 0) == 0) { rest = endpoint.substr(8); url.https = true; }
-  else throw std::invalid_argument(fmt::format("--otlp-endpoint {}: expected http://HOST:PORT or https://HOST:PORT "
-                                               "(an OTLP/HTTP receiver, e.g. http://127.0.0.1:4318)", endpoint));
+  else if (endpoint.rfind("https://", 0) == 0) {
+    rest = endpoint.substr(8);
+    url.https = true;
+  } else
+    throw std::invalid_argument(
+        fmt::format("--otlp-endpoint {}: expected http://HOST:PORT or https://HOST:PORT "
+                    "(an OTLP/HTTP receiver, e.g. http://127.0.0.1:4318)",
+                    endpoint));
   auto slash = rest.find('/');
   std::string authority = rest.substr(0, slash);
   url.path = slash == std::string::npos ? "" : rest.substr(slash);
@@ -185,10 +199,12 @@ OtlpClient::Url OtlpClient::parse_url(const std::string& endpoint) {
   std::string port;
   if (!authority.empty() && authority[0] == '[') {
     auto close = authority.find(']');
-    if (close == std::string::npos) throw std::invalid_argument(fmt::format("--otlp-endpoint {}: unclosed '['", endpoint));
+    if (close == std::string::npos)
+      throw std::invalid_argument(fmt::format("--otlp-endpoint {}: unclosed '['", endpoint));
     url.host = authority.substr(1, close - 1);
     if (close + 1 < authority.size()) {
-      if (authority[close + 1] != ':') throw std::invalid_argument(fmt::format("--otlp-endpoint {}: bad port", endpoint));
+      if (authority[close + 1] != ':')
+        throw std::invalid_argument(fmt::format("--otlp-endpoint {}: bad port", endpoint));
       port = authority.substr(close + 2);
     }
   } else {
@@ -203,7 +219,8 @@ OtlpClient::Url OtlpClient::parse_url(const std::string& endpoint) {
   else {
     char* end = nullptr;
     long p = std::strtol(port.c_str(), &end, 10);
-    if (*end || p <= 0 || p > 65535) throw std::invalid_argument(fmt::format("--otlp-endpoint {}: bad port '{}'", endpoint, port));
+    if (*end || p <= 0 || p > 65535)
+      throw std::invalid_argument(fmt::format("--otlp-endpoint {}: bad port '{}'", endpoint, port));
     url.port = static_cast<int>(p);
   }
   return url;
@@ -217,7 +234,9 @@ namespace {
 class Socket {
  public:
   explicit Socket(int fd) : fd_(fd) {}
-  ~Socket() { if (fd_ >= 0) close(fd_); }
+  ~Socket() {
+    if (fd_ >= 0) close(fd_);
+  }
   int get() const { return fd_; }
 
  private:
@@ -272,7 +291,10 @@ std::string post_plain(const OtlpClient::Url& url, const std::string& path, cons
   size_t sent = 0;
   while (sent < request.size()) {
     ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) { sent += static_cast<size_t>(n); continue; }
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+      continue;
+    }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
       if (!wait_fd(fd, POLLOUT, until)) return "timed out sending";
       continue;
@@ -326,8 +348,9 @@ std::string post_curl(const std::string& url, const std::string& body, int timeo
   CURLcode rc = curl.easy_perform(h);
   long status = 0;
   curl.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-  std::string error = rc != CURLE_OK ? curl.easy_strerror(rc)
-                      : (status >= 200 && status < 300) ? "" : fmt::format("answered HTTP {}", status);
+  std::string error = rc != CURLE_OK                    ? curl.easy_strerror(rc)
+                      : (status >= 200 && status < 300) ? ""
+                                                        : fmt::format("answered HTTP {}", status);
   curl.slist_free_all(headers);
   curl.easy_cleanup(h);
   return error;
@@ -337,7 +360,8 @@ std::string post_curl(const std::string& url, const std::string& body, int timeo
 
 std::string OtlpClient::post(const std::string& path, const std::string& json_body) const {
   try {
-    if (url_.https) return post_curl(endpoint_ + (endpoint_.back() == '/' ? path.substr(1) : path), json_body, timeout_ms_);
+    if (url_.https)
+      return post_curl(endpoint_ + (endpoint_.back() == '/' ? path.substr(1) : path), json_body, timeout_ms_);
     return post_plain(url_, path, json_body, timeout_ms_);
   } catch (const std::exception& e) {
     return e.what();

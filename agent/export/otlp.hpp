@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <prometheus/metric_family.h>
+#include <nlohmann/json.hpp>
 
 namespace ld::exporter {
 
@@ -35,8 +35,8 @@ OtelName otel_name(const std::string& prometheus_name);
 // ExportMetricsServiceRequest: counters as monotonic cumulative sums, gauges as gauges,
 // histograms as cumulative explicit-bucket histograms (bucket counts per bucket, not
 // cumulative as in Prometheus). start_ns: when the counters started (the daemon's start).
-nlohmann::json otlp_metrics_request(const std::vector<prometheus::MetricFamily>& families,
-                                    const Attributes& resource, uint64_t start_unix_ns, uint64_t now_unix_ns);
+nlohmann::json otlp_metrics_request(const std::vector<prometheus::MetricFamily>& families, const Attributes& resource,
+                                    uint64_t start_unix_ns, uint64_t now_unix_ns);
 
 struct Span {
   std::string name;

@@ -58,9 +58,7 @@ std::string unescape_octal(std::string_view s) {
   return out;
 }
 
-bool has(const std::vector<std::string>& v, std::string_view x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
+bool has(const std::vector<std::string>& v, std::string_view x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 // The directory of cgroup `path` under `mount`, or "" when the mount does not show it (a
 // bind mount of another subtree).
@@ -80,8 +78,7 @@ std::string dir_under(const std::string& root, const CgroupMount& mount, const s
 
 // v1: the hierarchy whose line names `controller`; v2: the unified tree if it enables it.
 std::string find_controller(const std::string& root, const std::vector<CgroupMembership>& member,
-                            const std::vector<CgroupMount>& mounts, std::string_view controller,
-                            bool& v2) {
+                            const std::vector<CgroupMount>& mounts, std::string_view controller, bool& v2) {
   for (const auto& m : member) {
     if (m.hierarchy == 0 || !has(m.controllers, controller)) continue;
     for (const auto& mount : mounts)
@@ -187,8 +184,7 @@ std::optional<CgroupDirs> find_cgroup_dirs(const std::string& root, int pid) {
 
 std::optional<CgroupDirs> find_cgroup_dirs_from(const std::string& root, std::string_view proc_cgroup) {
   if (proc_cgroup.empty()) return std::nullopt;
-  return dirs_of(root, parse_proc_cgroup(proc_cgroup),
-                 parse_cgroup_mounts(slurp(root + "/proc/self/mountinfo")));
+  return dirs_of(root, parse_proc_cgroup(proc_cgroup), parse_cgroup_mounts(slurp(root + "/proc/self/mountinfo")));
 }
 
 std::optional<CgroupDirs> find_cgroup_dirs_of_path(const std::string& root, const std::string& path) {
@@ -227,7 +223,7 @@ std::optional<uint64_t> parse_keyed_value(std::string_view text, std::string_vie
 CgroupCpu parse_cpu_stat(std::string_view text, CgroupCpu into) {
   if (auto v = parse_keyed_value(text, "nr_periods")) into.nr_periods = *v;
   if (auto v = parse_keyed_value(text, "nr_throttled")) into.nr_throttled = *v;
-  if (auto v = parse_keyed_value(text, "throttled_time")) into.throttled_ns = *v;         // v1: ns
+  if (auto v = parse_keyed_value(text, "throttled_time")) into.throttled_ns = *v;                        // v1: ns
   else if (auto u = parse_keyed_value(text, "throttled_usec")) into.throttled_ns = *u * util::kNsPerUs;  // v2
   return into;
 }

@@ -76,11 +76,10 @@ struct CgroupMemory {
   uint64_t events_oom = kCgroupUnknown;   // oom_kill (v2 memory.events, v1 memory.oom_control)
   uint64_t swap_limit = kCgroupUnknown;   // bytes of swap allowed (v2 memory.swap.max; v1
                                           // memory.memsw.limit_in_bytes - limit), ~0 = no limit
-  bool limit_read = false;       // the limit file was read: limit ~0 then means "no limit"
-  bool swap_limit_read = false;  // same for swap_limit (absent without swap accounting)
+  bool limit_read = false;                // the limit file was read: limit ~0 then means "no limit"
+  bool swap_limit_read = false;           // same for swap_limit (absent without swap accounting)
 };
-CgroupMemory read_cgroup_memory(const std::string& dir, bool v2,
-                                const util::FileReader& read = util::read_file);
+CgroupMemory read_cgroup_memory(const std::string& dir, bool v2, const util::FileReader& read = util::read_file);
 // The CPUs the cgroup may run on: v2 cpuset.cpus.effective, v1 cpuset.effective_cpus
 // ("0-3,8"); "" when unreadable.
 std::string read_cgroup_cpuset(const std::string& dir, bool v2);

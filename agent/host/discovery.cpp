@@ -72,7 +72,8 @@ std::regex compile_match(const std::string& flag, const std::string& expression)
   try {
     return std::regex(expression, std::regex::ECMAScript | std::regex::optimize);
   } catch (const std::regex_error& e) {
-    throw std::invalid_argument(fmt::format("{} '{}': not a valid regular expression ({})", flag, expression, e.what()));
+    throw std::invalid_argument(
+        fmt::format("{} '{}': not a valid regular expression ({})", flag, expression, e.what()));
   }
 }
 
@@ -81,8 +82,14 @@ bool cgroup_path_within(const std::string& process_path, const std::string& want
   // The cgroup2 mount point is not part of the paths in /proc/PID/cgroup.
   for (const char* mount : {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
     std::string m = mount;
-    if (wanted == m) { wanted = "/"; break; }
-    if (wanted.rfind(m + "/", 0) == 0) { wanted = wanted.substr(m.size()); break; }
+    if (wanted == m) {
+      wanted = "/";
+      break;
+    }
+    if (wanted.rfind(m + "/", 0) == 0) {
+      wanted = wanted.substr(m.size());
+      break;
+    }
   }
   const std::string path = normalize_cgroup(process_path);
   if (wanted == "/") return true;

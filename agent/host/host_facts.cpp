@@ -91,8 +91,8 @@ std::optional<ProcessInfo> read_process(int pid) {
 bool process_alive(int pid, const util::FileReader& read) {
   char state = 0;
   int ppid = 0;
-  return pid > 0 && parse_stat(read("/proc/" + std::to_string(pid) + "/stat"), state, ppid) &&
-         state != 'Z' && state != 'X';
+  return pid > 0 && parse_stat(read("/proc/" + std::to_string(pid) + "/stat"), state, ppid) && state != 'Z' &&
+         state != 'X';
 }
 
 std::vector<int> descendants(int pid) {

@@ -15,8 +15,8 @@ namespace ld::host {
 
 struct ProcessInfo {
   int pid = 0;
-  std::string comm;  // /proc/PID/comm
-  std::string exe;   // readlink /proc/PID/exe ("" when not permitted)
+  std::string comm;            // /proc/PID/comm
+  std::string exe;             // readlink /proc/PID/exe ("" when not permitted)
   uint64_t start_mono_ns = 0;  // when it started, CLOCK_MONOTONIC (0 = unknown)
 };
 

@@ -104,15 +104,13 @@ std::set<uint16_t> listening_ports_of(const std::string& root, int pid) {
   return ports;
 }
 
-std::optional<uint64_t> parse_proc_net_pairs(std::string_view text, std::string_view prefix,
-                                             std::string_view key) {
+std::optional<uint64_t> parse_proc_net_pairs(std::string_view text, std::string_view prefix, std::string_view key) {
   auto lines = lines_of(text);
   for (size_t i = 0; i + 1 < lines.size(); ++i) {
     auto names = split_ws(lines[i]);
     auto values = split_ws(lines[i + 1]);
     if (names.empty() || values.empty() || names[0] != values[0]) continue;
-    if (names[0].size() != prefix.size() + 1 || names[0].substr(0, prefix.size()) != prefix ||
-        names[0].back() != ':')
+    if (names[0].size() != prefix.size() + 1 || names[0].substr(0, prefix.size()) != prefix || names[0].back() != ':')
       continue;
     for (size_t k = 1; k < names.size() && k < values.size(); ++k)
       if (names[k] == key) return to_num<uint64_t>(values[k]);

@@ -31,8 +31,7 @@ std::set<uint16_t> listening_ports_of(const std::string& root, int pid);
 
 // Value of `key` in the "Prefix: k1 k2 ...\nPrefix: v1 v2 ..." pairs of /proc/net/netstat
 // and /proc/net/snmp; nullopt when absent.
-std::optional<uint64_t> parse_proc_net_pairs(std::string_view text, std::string_view prefix,
-                                             std::string_view key);
+std::optional<uint64_t> parse_proc_net_pairs(std::string_view text, std::string_view prefix, std::string_view key);
 // Value after `key` on the "TCP:" line of /proc/net/sockstat ("TCP: inuse 5 orphan 0 tw 3 ...").
 std::optional<uint64_t> parse_sockstat_tcp(std::string_view text, std::string_view key);
 

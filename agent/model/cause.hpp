@@ -70,7 +70,8 @@ inline constexpr std::array<CauseInfo, kCauseCount> kCauses{{
     {Cause::kColdStart, "cold_start", "cold start", "#44AA99",
      "the first request(s) after start paid one-off initialisation"},
     {Cause::kBatchInterference, "batch_interference", "batch interference (others' prefill)", "#AA4499",
-     "the engine computed other requests' prefill (or other batch work) in the window: continuous batching stalled this stream"},
+     "the engine computed other requests' prefill (or other batch work) in the window: continuous batching stalled "
+     "this stream"},
     {Cause::kGpuBusy, "gpu_busy", "GPU busy (CUDA sync)", "#117733",
      "the token path waited in CUDA synchronisation while the GPU ran its work"},
     {Cause::kCompute, "compute", "compute (normal work)", "#8C8C8C",

@@ -52,8 +52,7 @@ inline constexpr std::array<DefinitionInfo, kDefinitionCount> kDefinitions{{
     {Definition::kItlPerChunk, "itl_per_chunk_ms", "ITL per chunk", "chunk",
      "every chunk after a request's first: time since the previous chunk (a send or an arrival "
      "that carried several tokens is one chunk)",
-     "vLLM bench ITL; AIPerf inter_chunk_latency",
-     "vLLM bench ITL, AIPerf ICL"},
+     "vLLM bench ITL; AIPerf inter_chunk_latency", "vLLM bench ITL, AIPerf ICL"},
     {Definition::kMeanTpotPerRequest, "mean_tpot_per_request_ms", "mean TPOT per request", "request",
      "per request with 2+ tokens: (last token - first token) / (tokens - 1)",
      "vLLM bench TPOT (mean_tpot_ms); GuideLLM inter_token_latency_ms; AIPerf inter_token_latency; "
@@ -62,8 +61,7 @@ inline constexpr std::array<DefinitionInfo, kDefinitionCount> kDefinitions{{
     {Definition::kTpotInclFirst, "tpot_incl_first_per_request_ms", "TPOT incl. first token", "request",
      "per request: (last token - request start) / tokens, the first token's wait included",
      "GuideLLM time_per_output_token_ms", "GuideLLM TPOT"},
-    {Definition::kE2e, "e2e_ms", "E2E latency", "request",
-     "per request: request start to the last token",
+    {Definition::kE2e, "e2e_ms", "E2E latency", "request", "per request: request start to the last token",
      "vLLM bench E2EL; GuideLLM request_latency; AIPerf request_latency; "
      "OTel gen_ai.server.request.duration; vllm:e2e_request_latency_seconds",
      "vLLM bench E2EL, request latency"},
@@ -73,10 +71,10 @@ const DefinitionInfo& definition_info(Definition definition);
 
 // Every definition measured on one side (the server's sends, or a client's token log).
 struct DefinitionSet {
-  bool known = false;            // false: this side was not measured
-  uint64_t requests = 0;         // requests with at least one token
-  uint64_t tokens = 0;           // SSE data events
-  uint64_t chunks = 0;           // sends (server) or arrival instants (client)
+  bool known = false;     // false: this side was not measured
+  uint64_t requests = 0;  // requests with at least one token
+  uint64_t tokens = 0;    // SSE data events
+  uint64_t chunks = 0;    // sends (server) or arrival instants (client)
   std::array<Distribution, kDefinitionCount> values{};
 
   const Distribution& operator[](Definition d) const { return values[static_cast<size_t>(d)]; }

@@ -24,7 +24,8 @@ std::string frame_kind(const FrameShare& f) {
   if (has(where, "logging/") || has(where, "logging.") || has(fn, "spdlog") || has(fn, "log_message") ||
       fn.rfind("log", 0) == 0 || has(fn, ".log") || has(fn, "_log") || has(fn, "::log"))
     return "logging";
-  if (fn == "collect" || has(fn, "gc_collect") || has(fn, "gc.collect") || has(fn, "_pygc_") || has(fn, "gc_collect_main"))
+  if (fn == "collect" || has(fn, "gc_collect") || has(fn, "gc.collect") || has(fn, "_pygc_") ||
+      has(fn, "gc_collect_main"))
     return "gc";
   if (has(fn, "token") || has(where, "token")) return "tokenizer";
   return "code";

@@ -12,10 +12,10 @@ namespace ld::model {
 
 // A function named at the head of outliers' frames.
 struct TopFrame {
-  FrameShare frame;           // as in the first outlier that named it; share: the mean below
-  uint64_t outliers = 0;      // outliers whose first frame it is
-  double mean_share = 0;      // its share, averaged over those outliers
-  std::string kind;           // what kind of code: json | logging | gc | tokenizer | code
+  FrameShare frame;       // as in the first outlier that named it; share: the mean below
+  uint64_t outliers = 0;  // outliers whose first frame it is
+  double mean_share = 0;  // its share, averaged over those outliers
+  std::string kind;       // what kind of code: json | logging | gc | tokenizer | code
 };
 
 struct FramesSummary {

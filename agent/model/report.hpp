@@ -33,8 +33,8 @@ enum class ProbeState : uint8_t {
 };
 // The names of the trace files, the JSON and the text; kOther has none of its own.
 inline constexpr util::EnumNames<ProbeState, 3> kProbeStateNames{{{ProbeState::kAttached, "attached"},
-                                                                   {ProbeState::kUnavailable, "unavailable"},
-                                                                   {ProbeState::kDisabled, "disabled"}}};
+                                                                  {ProbeState::kUnavailable, "unavailable"},
+                                                                  {ProbeState::kDisabled, "disabled"}}};
 static_assert(util::names_every_value_in_order(kProbeStateNames));
 inline std::string_view probe_state_name(ProbeState state) { return util::name_of(kProbeStateNames, state); }
 inline std::optional<ProbeState> parse_probe_state(std::string_view name) {
@@ -97,9 +97,9 @@ struct RequestRow {
 // Perception thresholds of a practitioners' write-up on TTFT/TPOT tuning (a first token after 800 ms
 // feels stuck; a gap over 150 ms reads as a broken sentence): defaults, configurable.
 struct Thresholds {
-  double ttft_stuck_ms = 800;   // a first token later than this "feels stuck"
-  double gap_broken_ms = 150;   // a gap longer than this reads as a broken sentence
-  double gap_spike_ms = 300;    // a gap longer than this is a spike users complain about
+  double ttft_stuck_ms = 800;  // a first token later than this "feels stuck"
+  double gap_broken_ms = 150;  // a gap longer than this reads as a broken sentence
+  double gap_spike_ms = 300;   // a gap longer than this is a spike users complain about
 };
 
 // How many requests/gaps exceed each threshold.
@@ -131,11 +131,11 @@ struct ActivityStep {
 // A function the samples of a window ran (inclusive: anywhere on the stack), with its share of
 // the window's on-CPU samples and the typical token's share of the same function.
 struct FrameShare {
-  bool python = false;        // a Python frame (else native)
-  std::string function;       // "render_usage_summary", "ld_wl::slow_detokenize"
-  std::string where;          // Python: "server.py:27" (the line most samples were at); native: the file
-  double share = 0;           // of the window's samples with frames
-  double typical_share = 0;   // of the typical tokens' samples
+  bool python = false;       // a Python frame (else native)
+  std::string function;      // "render_usage_summary", "ld_wl::slow_detokenize"
+  std::string where;         // Python: "server.py:27" (the line most samples were at); native: the file
+  double share = 0;          // of the window's samples with frames
+  double typical_share = 0;  // of the typical tokens' samples
   uint64_t samples = 0;
 };
 
@@ -149,13 +149,13 @@ inline constexpr const char* kOtherStacks = "[other stacks]";  // the stacks pas
 // (ld-wl-frames_server)", "[unknown] (libc.so.6)" (a frame without a name is still a level).
 struct FlameStack {
   std::vector<std::string> frames;
-  bool python = false;   // Python frames (else native)
+  bool python = false;  // Python frames (else native)
   uint64_t samples = 0;
 };
 
 // The outliers' samples as folded stacks: what the HTML report's flame graph draws.
 struct FlameProfile {
-  uint64_t samples = 0;            // every stack's samples together
+  uint64_t samples = 0;  // every stack's samples together
   // Most samples first; at most analysis::FrameOptions::flame_stacks of them, then one
   // {kOtherStacks} with the rest's samples.
   std::vector<FlameStack> stacks;
@@ -176,14 +176,14 @@ std::ostream& operator<<(std::ostream& out, WindowKind kind);  // its name, for 
 
 struct Outlier {
   WindowKind kind = WindowKind::kTtft;
-  std::string request;          // RequestRow::id
-  uint64_t token_index = 0;     // index of the token that ended the window (0 = first token)
-  uint64_t start_mono_ns = 0;   // window: request start (ttft) or previous token (tpot)
-  uint64_t end_mono_ns = 0;     // the token's send
+  std::string request;         // RequestRow::id
+  uint64_t token_index = 0;    // index of the token that ended the window (0 = first token)
+  uint64_t start_mono_ns = 0;  // window: request start (ttft) or previous token (tpot)
+  uint64_t end_mono_ns = 0;    // the token's send
   uint64_t start_unix_ns = 0;
   double duration_ms = 0;
-  double baseline_ms = 0;       // what this window was expected to take
-  uint32_t tid = 0;             // thread that emitted the token (0 = unknown)
+  double baseline_ms = 0;         // what this window was expected to take
+  uint32_t tid = 0;               // thread that emitted the token (0 = unknown)
   std::vector<CauseTime> causes;  // by ms, descending; shares sum to <= 1, rest is "unknown"
   // Window facts beside the split: input_bytes, input_tokens, first_request (bool),
   // since_target_start_ms, cpu_khz_min, cpu_khz_max, time_wait, connects, throttled_ms, ...
@@ -192,7 +192,7 @@ struct Outlier {
   // What the thread ran in user space in the window, beyond what a typical token runs (most
   // excess share first; Python frames first in a Python process): analysis/frames.hpp.
   std::vector<FrameShare> frames;
-  uint64_t frame_samples = 0;   // on-CPU samples of the window with user-space frames
+  uint64_t frame_samples = 0;  // on-CPU samples of the window with user-space frames
 };
 
 // The same accounting summed over every non-outlier TPOT gap: what a typical token costs.
@@ -212,8 +212,8 @@ struct Profile {
 
 // TTFT = a*sqrt(input) + b, least squares over the requests with a known input length.
 struct TtftFit {
-  bool valid = false;              // >= 3 requests with distinct input lengths
-  std::string input = "bytes";     // "bytes" (socket) or "tokens" (token log)
+  bool valid = false;           // >= 3 requests with distinct input lengths
+  std::string input = "bytes";  // "bytes" (socket) or "tokens" (token log)
   double a = 0, b = 0, r2 = 0;
   uint64_t n = 0;
 };
@@ -222,22 +222,22 @@ struct TtftFit {
 struct Periodicity {
   bool found = false;
   double period_s = 0;
-  uint64_t outliers = 0;           // outliers on the period's grid
-  std::string coincides;           // what happened at those times, e.g. "pid 812 (prometheus) ran"
+  uint64_t outliers = 0;  // outliers on the period's grid
+  std::string coincides;  // what happened at those times, e.g. "pid 812 (prometheus) ran"
 };
 
 struct OutlierConfig {
-  double tpot_mad_k = 5;           // a gap is an outlier above median + k*MAD ...
-  double tpot_floor_ms = 150;      // ... and above this floor (a gap users read as a broken sentence)
-  double ttft_margin = 1.5;        // a first token is a spike above margin * fitted baseline ...
-  double ttft_floor_ms = 100;      // ... and at least this many ms above it
+  double tpot_mad_k = 5;       // a gap is an outlier above median + k*MAD ...
+  double tpot_floor_ms = 150;  // ... and above this floor (a gap users read as a broken sentence)
+  double ttft_margin = 1.5;    // a first token is a spike above margin * fitted baseline ...
+  double ttft_floor_ms = 100;  // ... and at least this many ms above it
 };
 
 // ---- rules
 struct SysctlRec {
   std::string key;
   std::string value;
-  std::string current;   // the host's value now ("" = unknown)
+  std::string current;  // the host's value now ("" = unknown)
   std::string caveat;
 };
 
@@ -249,7 +249,7 @@ struct Finding {
   std::string evidence;  // a sentence quoting the numbers
   std::string remedy;
   std::vector<SysctlRec> sysctl;
-  std::string verify;    // a shell command that confirms the diagnosis
+  std::string verify;  // a shell command that confirms the diagnosis
 };
 
 struct Report {
@@ -257,12 +257,12 @@ struct Report {
   uint64_t start_unix_ns = 0;
   uint64_t duration_ms = 0;
   int64_t realtime_minus_monotonic_ns = 0;  // converts the model's *_mono_ns to unix time
-  std::string token_source = "sse";  // "sse" or "jsonl:FILE"
+  std::string token_source = "sse";         // "sse" or "jsonl:FILE"
   uint64_t requests = 0;
   uint64_t tokens = 0;
-  uint64_t gaps = 0;                // TPOT gaps in tpot_ms (tokens - requests)
+  uint64_t gaps = 0;  // TPOT gaps in tpot_ms (tokens - requests)
   Distribution ttft_ms;
-  Distribution tpot_ms;   // over every gap of every request
+  Distribution tpot_ms;  // over every gap of every request
   uint64_t non_streaming_requests = 0;
   uint64_t partial_requests = 0;
   uint64_t in_flight_requests = 0;
@@ -275,11 +275,11 @@ struct Report {
   std::vector<ProbeStatus> probes;
   AgentCost agent;
   // attribution
-  bool attributed = false;          // false: no evidence probes in the trace, causes unknown
+  bool attributed = false;  // false: no evidence probes in the trace, causes unknown
   OutlierConfig outlier_config;
   std::vector<Outlier> outliers;
   Profile typical;
-  FlameProfile outlier_flame;       // every outlier window's samples with a user-space stack
+  FlameProfile outlier_flame;  // every outlier window's samples with a user-space stack
   TtftFit ttft_fit;
   Periodicity periodicity;
   // Whole-window facts from the evidence (time_wait_max, listen_overflows, retransmits,
@@ -290,11 +290,11 @@ struct Report {
   Definitions definitions;
   // A client's token log joined per request to the server's requests (model/client_join.hpp).
   ClientJoin client_join;
-  std::vector<Finding> findings;    // filled by the rules engine
+  std::vector<Finding> findings;                   // filled by the rules engine
   nlohmann::json host = nlohmann::json::object();  // environment: the trace header's host facts
   // Per-thread state tracks for the Perfetto export; null unless asked for.
   std::shared_ptr<const ThreadTracks> tracks;
-  std::vector<std::string> warnings;                  // also printed to stderr by the CLI
+  std::vector<std::string> warnings;  // also printed to stderr by the CLI
 };
 
 // A monotonic time as unix ns (0 when it would be negative).

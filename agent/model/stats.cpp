@@ -19,8 +19,7 @@ std::vector<double> without_nan(const std::vector<double>& values) {
 }
 
 void drop_nan(std::vector<double>& values) {
-  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return std::isnan(v); }),
-               values.end());
+  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return std::isnan(v); }), values.end());
 }
 
 // `sorted` must be free of NaN and hold, at the ranks p reads, what ascending order puts there.
@@ -94,10 +93,9 @@ void select_ranks(std::vector<double>& v, std::initializer_list<double> percents
     for (size_t r : {lo, std::min(lo + 1, v.size() - 1)}) {
       auto at = v.begin() + static_cast<std::ptrdiff_t>(r);
       if (at < from) continue;  // already placed by the previous selection
-      if (at == from)  // the smallest of the rest: a scan, not a selection
+      if (at == from)           // the smallest of the rest: a scan, not a selection
         std::iter_swap(at, std::min_element(from, v.end()));
-      else
-        std::nth_element(from, at, v.end());
+      else std::nth_element(from, at, v.end());
       from = at + 1;
     }
   }

@@ -15,11 +15,11 @@ double median(std::vector<double> values);
 double percentile_in_place(std::vector<double>& values, double p);
 // Median absolute deviation from `center`; `values` becomes the deviations, reordered.
 double mad_in_place(std::vector<double>& values, double center);
-double mean(const std::vector<double>& values);            // NaN when empty
-double stddev(const std::vector<double>& values);          // population sd; NaN when empty
+double mean(const std::vector<double>& values);    // NaN when empty
+double stddev(const std::vector<double>& values);  // population sd; NaN when empty
 
 struct Distribution {
-  uint64_t count = 0;  // values described (NaN inputs excluded)
+  uint64_t count = 0;                                                        // values described (NaN inputs excluded)
   double p50 = 0, p90 = 0, p95 = 0, p99 = 0, max = 0, mean = 0, stddev = 0;  // NaN when count==0
 };
 Distribution describe(std::vector<double> values);  // pass an rvalue to spare the copy

@@ -19,7 +19,7 @@ struct ThreadSlice {
   uint64_t start_ns = 0;  // CLOCK_MONOTONIC
   uint64_t end_ns = 0;
   ThreadState state = ThreadState::kRunning;
-  std::string detail;     // "blocked in futex", "fsync /var/log/app.log", "preempted by cc1 (812)"
+  std::string detail;  // "blocked in futex", "fsync /var/log/app.log", "preempted by cc1 (812)"
 };
 
 struct ThreadTrack {

@@ -11,35 +11,35 @@
 namespace ld::model {
 
 struct Request {
-  std::string id;                  // "<tgid>:c<conn>#<n>" for socket timelines (n-th request of
-                                   // the tgid's conn-th served connection), the log's id otherwise
+  std::string id;  // "<tgid>:c<conn>#<n>" for socket timelines (n-th request of
+                   // the tgid's conn-th served connection), the log's id otherwise
   uint32_t tgid = 0;
-  uint64_t start_ns = 0;           // first receive of the request's bytes (or the log's start)
-  uint64_t end_ns = 0;             // last byte of the response sent (or the log's end); 0 = unknown
-  uint64_t input_bytes = 0;        // bytes received for this request (socket timelines)
-  int64_t input_tokens = -1;       // from a token log's start event, -1 = unknown
-  std::vector<uint64_t> token_ns;  // one per token emission, ascending
-  std::vector<uint32_t> token_tid; // thread that emitted each token (0 = unknown)
-  bool complete = false;           // the end of the response was seen
-  uint32_t index_on_connection = 0; // 1 = the first request of its connection (socket timelines)
-  uint16_t client_port = 0;        // the client's TCP port: the served connection's peer port
-                                   // (socket timelines) or the log's "local_port"; 0 = unknown
-  std::vector<uint16_t> token_events; // SSE data events in each token send; empty = one each
-                                   // (socket timelines only: a log has one line per token)
+  uint64_t start_ns = 0;               // first receive of the request's bytes (or the log's start)
+  uint64_t end_ns = 0;                 // last byte of the response sent (or the log's end); 0 = unknown
+  uint64_t input_bytes = 0;            // bytes received for this request (socket timelines)
+  int64_t input_tokens = -1;           // from a token log's start event, -1 = unknown
+  std::vector<uint64_t> token_ns;      // one per token emission, ascending
+  std::vector<uint32_t> token_tid;     // thread that emitted each token (0 = unknown)
+  bool complete = false;               // the end of the response was seen
+  uint32_t index_on_connection = 0;    // 1 = the first request of its connection (socket timelines)
+  uint16_t client_port = 0;            // the client's TCP port: the served connection's peer port
+                                       // (socket timelines) or the log's "local_port"; 0 = unknown
+  std::vector<uint16_t> token_events;  // SSE data events in each token send; empty = one each
+                                       // (socket timelines only: a log has one line per token)
 
-  double ttft_ms() const;                    // first token - start; NaN without tokens
-  std::vector<double> gaps_ms() const;       // TPOT gaps, first token excluded
+  double ttft_ms() const;               // first token - start; NaN without tokens
+  std::vector<double> gaps_ms() const;  // TPOT gaps, first token excluded
 };
 
 struct Timeline {
-  std::vector<Request> requests;       // streaming requests (>= 1 token), by start time
-  uint64_t non_streaming_requests = 0; // requests answered without any SSE data event
-  uint64_t partial_requests = 0;       // tokens seen on a connection whose request began before the trace
-  uint64_t in_flight_requests = 0;     // requests with no token and no answer yet when the trace ended
-  uint64_t connections = 0;            // served connections seen
-  uint64_t client_connections = 0;     // connections where the target was the HTTP client (ignored)
-  uint64_t multi_event_sends = 0;      // token sends that carried more than one SSE "data:" event
-                                       // (still counted as one token: the times are not separable)
+  std::vector<Request> requests;                  // streaming requests (>= 1 token), by start time
+  uint64_t non_streaming_requests = 0;            // requests answered without any SSE data event
+  uint64_t partial_requests = 0;                  // tokens seen on a connection whose request began before the trace
+  uint64_t in_flight_requests = 0;                // requests with no token and no answer yet when the trace ended
+  uint64_t connections = 0;                       // served connections seen
+  uint64_t client_connections = 0;                // connections where the target was the HTTP client (ignored)
+  uint64_t multi_event_sends = 0;                 // token sends that carried more than one SSE "data:" event
+                                                  // (still counted as one token: the times are not separable)
   std::map<std::string, uint64_t> send_syscalls;  // "write" -> count of token sends (diagnostics)
 };
 

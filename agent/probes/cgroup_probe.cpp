@@ -21,8 +21,8 @@
 #include "events.h"
 #include "host/cgroup.hpp"
 #include "host/host_facts.hpp"
-#include "probes/probe.hpp"
 #include "probes/privileges.hpp"
+#include "probes/probe.hpp"
 #include "probes/probe_session.hpp"
 #include "util/files.hpp"
 #include "util/time.hpp"
@@ -53,8 +53,7 @@ struct Watched {
 };
 
 std::string unavailable_reason(uint32_t tgid, const std::optional<host::CgroupDirs>& dirs) {
-  if (!dirs)
-    return fmt::format("cannot read /proc/{}/cgroup: the target's cgroup is unknown", tgid);
+  if (!dirs) return fmt::format("cannot read /proc/{}/cgroup: the target's cgroup is unknown", tgid);
   return fmt::format(
       "no cpu cgroup controller reachable for pid {}: no mounted cgroup v1 hierarchy has the "
       "cpu controller and its cgroup v2 directory does not enable cpu (cgroup.controllers)",
@@ -72,10 +71,10 @@ class CgroupProbe : public Probe {
       auto dirs = host::find_cgroup_dirs("", int(tgid));
       if (dirs && !dirs->cpu.empty()) {
         reason.clear();
-        detail_ = fmt::format("cgroup {} cpu {} (memory {}), sampled every 50 ms under a CPU quota, "
-                              "else every read interval",
-                              dirs->cpu_v2 ? "v2" : "v1", dirs->cpu,
-                              dirs->memory.empty() ? "unreachable" : dirs->memory);
+        detail_ = fmt::format(
+            "cgroup {} cpu {} (memory {}), sampled every 50 ms under a CPU quota, "
+            "else every read interval",
+            dirs->cpu_v2 ? "v2" : "v1", dirs->cpu, dirs->memory.empty() ? "unreachable" : dirs->memory);
         break;
       }
       reason = unavailable_reason(tgid, dirs);
@@ -255,13 +254,13 @@ class CgroupProbe : public Probe {
   std::vector<Watched> watched_;            // the sampling thread only (see resolve())
   util::FileCache files_;                   // the cgroup files and /proc/PID/cgroup: as watched_
   struct Membership {
-    std::string text;  // /proc/PID/cgroup as last read
+    std::string text;                      // /proc/PID/cgroup as last read
     std::optional<host::CgroupDirs> dirs;  // found for that text
   };
   std::map<uint32_t, Membership> memberships_;  // by tgid; the sampling thread only
-  std::thread sampler_;                  // runs only while a quota exists
-  std::atomic<bool> sampler_done_{false};  // it returned: tick() joins it
-  uint64_t user_records_ = 0;  // session thread only
+  std::thread sampler_;                         // runs only while a quota exists
+  std::atomic<bool> sampler_done_{false};       // it returned: tick() joins it
+  uint64_t user_records_ = 0;                   // session thread only
   std::string detail_;
 };
 

@@ -62,8 +62,8 @@ std::optional<Sections> find_sections(const void* data, size_t size) {
   Elf64_Ehdr eh;
   std::memcpy(&eh, base, sizeof(eh));
   if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-      eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shstrndx >= eh.e_shnum ||
-      eh.e_shoff > size || (size - eh.e_shoff) / sizeof(Elf64_Shdr) < eh.e_shnum)
+      eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shstrndx >= eh.e_shnum || eh.e_shoff > size ||
+      (size - eh.e_shoff) / sizeof(Elf64_Shdr) < eh.e_shnum)
     return std::nullopt;
   auto section = [&](size_t i) {
     Elf64_Shdr sh;
@@ -71,8 +71,7 @@ std::optional<Sections> find_sections(const void* data, size_t size) {
     return sh;
   };
   auto bytes = [&](const Elf64_Shdr& sh) -> std::optional<std::string_view> {
-    if (sh.sh_type == SHT_NOBITS || sh.sh_offset > size || sh.sh_size > size - sh.sh_offset)
-      return std::nullopt;
+    if (sh.sh_type == SHT_NOBITS || sh.sh_offset > size || sh.sh_size > size - sh.sh_offset) return std::nullopt;
     return std::string_view(base + sh.sh_offset, sh.sh_size);
   };
   auto names = bytes(section(eh.e_shstrndx));
@@ -94,16 +93,14 @@ std::optional<Sections> find_sections(const void* data, size_t size) {
 // libbpf's bpf_core_essential_name_len: "task_struct___x" -> "task_struct".
 std::string_view essential_name(std::string_view name) {
   for (int i = static_cast<int>(name.size()) - 5; i >= 0; --i)
-    if (name[i] != '_' && name[i + 1] == '_' && name[i + 2] == '_' && name[i + 3] == '_' &&
-        name[i + 4] != '_')
+    if (name[i] != '_' && name[i + 1] == '_' && name[i + 2] == '_' && name[i + 3] == '_' && name[i + 4] != '_')
       return name.substr(0, i + 1);
   return name;
 }
 
 // Kinds libbpf accepts as candidates for a local type of `kind` (btf_kind_core_compat).
 unsigned compatible_kinds(unsigned kind) {
-  if (kind == BTF_KIND_ENUM || kind == BTF_KIND_ENUM64)
-    return 1u << BTF_KIND_ENUM | 1u << BTF_KIND_ENUM64;
+  if (kind == BTF_KIND_ENUM || kind == BTF_KIND_ENUM64) return 1u << BTF_KIND_ENUM | 1u << BTF_KIND_ENUM64;
   return 1u << kind;
 }
 
@@ -123,8 +120,7 @@ bool collect_roots(const CoreObject& obj, RootMap& roots, std::string& why) {
   }
   if (sections->btf_ext.size() < offsetof(BtfExtHeader, core_relo_off)) return true;  // no CO-RE
   BtfExtHeader hdr{};
-  std::memcpy(&hdr, sections->btf_ext.data(),
-              std::min(sizeof(hdr), sections->btf_ext.size()));
+  std::memcpy(&hdr, sections->btf_ext.data(), std::min(sizeof(hdr), sections->btf_ext.size()));
   if (hdr.magic != kBtfMagic || hdr.hdr_len > sections->btf_ext.size()) {
     why = "unexpected .BTF.ext header";
     return false;
@@ -176,8 +172,7 @@ bool collect_roots(const CoreObject& obj, RootMap& roots, std::string& why) {
       // kinds, but a typedef or pointer would be compared through the pointers we cut.
       bool type = (rec.kind == BPF_CORE_TYPE_EXISTS || rec.kind == BPF_CORE_TYPE_SIZE) &&
                   (kind == BTF_KIND_STRUCT || kind == BTF_KIND_UNION || kind == BTF_KIND_ENUM ||
-                   kind == BTF_KIND_ENUM64 || kind == BTF_KIND_FWD || kind == BTF_KIND_INT ||
-                   kind == BTF_KIND_FLOAT);
+                   kind == BTF_KIND_ENUM64 || kind == BTF_KIND_FWD || kind == BTF_KIND_INT || kind == BTF_KIND_FLOAT);
       if (!field && !enumval && !type) {
         // TYPE_ID_TARGET must be the kernel's own id; TYPE_MATCHES walks pointers.
         why = fmt::format("CO-RE relocation kind {} on {}", static_cast<unsigned>(rec.kind),
@@ -237,9 +232,7 @@ void mark_closure(const btf* src, uint32_t id, std::vector<char>& keep) {
       case BTF_KIND_CONST:
       case BTF_KIND_VOLATILE:
       case BTF_KIND_RESTRICT:
-      case BTF_KIND_TYPE_TAG:
-        stack.push_back(t->type);
-        break;
+      case BTF_KIND_TYPE_TAG: stack.push_back(t->type); break;
       case BTF_KIND_ARRAY:
         stack.push_back(btf_array(t)->type);
         stack.push_back(btf_array(t)->index_type);
@@ -283,28 +276,15 @@ BtfPtr copy_kept(const btf* src, const std::vector<char>& keep, std::string& why
       case BTF_KIND_FWD:
         got = btf__add_type(b, src, t);  // no type references: copied as is
         break;
-      case BTF_KIND_PTR:
-        got = btf__add_ptr(b, static_cast<int>(new_id[t->type]));
-        break;
-      case BTF_KIND_TYPEDEF:
-        got = btf__add_typedef(b, name, static_cast<int>(new_id[t->type]));
-        break;
-      case BTF_KIND_CONST:
-        got = btf__add_const(b, static_cast<int>(new_id[t->type]));
-        break;
-      case BTF_KIND_VOLATILE:
-        got = btf__add_volatile(b, static_cast<int>(new_id[t->type]));
-        break;
-      case BTF_KIND_RESTRICT:
-        got = btf__add_restrict(b, static_cast<int>(new_id[t->type]));
-        break;
-      case BTF_KIND_TYPE_TAG:
-        got = btf__add_type_tag(b, name, static_cast<int>(new_id[t->type]));
-        break;
+      case BTF_KIND_PTR: got = btf__add_ptr(b, static_cast<int>(new_id[t->type])); break;
+      case BTF_KIND_TYPEDEF: got = btf__add_typedef(b, name, static_cast<int>(new_id[t->type])); break;
+      case BTF_KIND_CONST: got = btf__add_const(b, static_cast<int>(new_id[t->type])); break;
+      case BTF_KIND_VOLATILE: got = btf__add_volatile(b, static_cast<int>(new_id[t->type])); break;
+      case BTF_KIND_RESTRICT: got = btf__add_restrict(b, static_cast<int>(new_id[t->type])); break;
+      case BTF_KIND_TYPE_TAG: got = btf__add_type_tag(b, name, static_cast<int>(new_id[t->type])); break;
       case BTF_KIND_ARRAY: {
         const struct btf_array* a = btf_array(t);
-        got = btf__add_array(b, static_cast<int>(new_id[a->index_type]),
-                             static_cast<int>(new_id[a->type]), a->nelems);
+        got = btf__add_array(b, static_cast<int>(new_id[a->index_type]), static_cast<int>(new_id[a->type]), a->nelems);
         break;
       }
       case BTF_KIND_STRUCT:
@@ -312,15 +292,12 @@ BtfPtr copy_kept(const btf* src, const std::vector<char>& keep, std::string& why
         got = btf_is_struct(t) ? btf__add_struct(b, name, t->size) : btf__add_union(b, name, t->size);
         const btf_member* m = btf_members(t);
         for (unsigned i = 0; got > 0 && i < btf_vlen(t); ++i)
-          if (int err = btf__add_field(b, btf__name_by_offset(src, m[i].name_off),
-                                       static_cast<int>(new_id[m[i].type]),
+          if (int err = btf__add_field(b, btf__name_by_offset(src, m[i].name_off), static_cast<int>(new_id[m[i].type]),
                                        btf_member_bit_offset(t, i), btf_member_bitfield_size(t, i)))
             got = err;
         break;
       }
-      default:
-        why = fmt::format("unexpected BTF kind {} for type {}", btf_kind(t), id);
-        return nullptr;
+      default: why = fmt::format("unexpected BTF kind {} for type {}", btf_kind(t), id); return nullptr;
     }
     if (got != static_cast<int>(new_id[id])) {
       why = fmt::format("copying type {} failed ({})", id, got);
@@ -380,8 +357,8 @@ CoreBtf CoreBtf::build(const std::vector<CoreObject>& objects) {
   BtfPtr vmlinux = load_kernel_btf();
   double parse_ms = util::ns_to_ms(host::monotonic_now_ns() - parse_begin);
   if (!vmlinux) {
-    out.note_ = fmt::format("shared CO-RE BTF: kernel BTF not loaded ({}); each object loads its own",
-                            std::strerror(errno));
+    out.note_ =
+        fmt::format("shared CO-RE BTF: kernel BTF not loaded ({}); each object loads its own", std::strerror(errno));
     return out;
   }
   const btf* src = vmlinux.get();
@@ -425,8 +402,7 @@ CoreBtf CoreBtf::build(const std::vector<CoreObject>& objects) {
   const void* raw = btf__raw_data(reduced.get(), &size);
   int fd = raw ? memfd_create("ld-core-btf", MFD_CLOEXEC) : -1;
   if (fd < 0) {
-    out.note_ = fmt::format("shared CO-RE BTF: no memfd ({}); each object loads the kernel's",
-                            std::strerror(errno));
+    out.note_ = fmt::format("shared CO-RE BTF: no memfd ({}); each object loads the kernel's", std::strerror(errno));
     return out;
   }
   out.fd_ = fd;
@@ -434,8 +410,8 @@ CoreBtf CoreBtf::build(const std::vector<CoreObject>& objects) {
   while (done < size) {
     ssize_t w = write(fd, static_cast<const char*>(raw) + done, size - done);
     if (w <= 0) {
-      out.note_ = fmt::format("shared CO-RE BTF: writing it failed ({}); each object loads the kernel's",
-                              std::strerror(errno));
+      out.note_ =
+          fmt::format("shared CO-RE BTF: writing it failed ({}); each object loads the kernel's", std::strerror(errno));
       return out;
     }
     done += static_cast<size_t>(w);

@@ -49,8 +49,7 @@ class CpufreqProbe : public Probe {
 
   std::string detail() const override {
     return tracepoint_ ? "power:cpu_frequency (changes) + sysfs scaling_cur_freq every 100 ms"
-                       : fmt::format("sysfs scaling_cur_freq every 100 ms (tracepoint: {})",
-                                     tracepoint_error_);
+                       : fmt::format("sysfs scaling_cur_freq every 100 ms (tracepoint: {})", tracepoint_error_);
   }
 
  private:

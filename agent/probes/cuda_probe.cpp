@@ -158,15 +158,15 @@ class CudaProbe : public Probe {
   void add_target(uint32_t tgid) override { track(tgid, host::monotonic_now_ns()); }
 
   bool attaches_later() const override {
-    return std::any_of(procs_.begin(), procs_.end(),
-                       [](const auto& kv) { return kv.second.searching; });
+    return std::any_of(procs_.begin(), procs_.end(), [](const auto& kv) { return kv.second.searching; });
   }
 
   uint64_t user_records() const override { return user_records_; }
 
   std::string detail() const override {
     // "attached" must not read as hooked when no target mapped CUDA: say so first.
-    const bool hooked = std::any_of(procs_.begin(), procs_.end(), [](const auto& kv) { return !kv.second.libs.empty(); });
+    const bool hooked =
+        std::any_of(procs_.begin(), procs_.end(), [](const auto& kv) { return !kv.second.libs.empty(); });
     std::string head = hooked ? "uprobes on the CUDA driver/runtime entry points"
                               : "nothing hooked: no target mapped a CUDA library during the trace";
     if (!launches_) head += " (launches not traced: --cuda-launches off)";
@@ -188,8 +188,7 @@ class CudaProbe : public Probe {
       return;
     }
     for (const std::string& path : cuda_libraries(maps)) {
-      bool known = std::any_of(p.libs.begin(), p.libs.end(),
-                               [&](const Library& l) { return l.path == path; });
+      bool known = std::any_of(p.libs.begin(), p.libs.end(), [&](const Library& l) { return l.path == path; });
       if (!known) attach_library(p, path);
     }
     bool complete = p.has(is_cuda_driver) && p.has(is_cuda_runtime);
@@ -230,8 +229,7 @@ class CudaProbe : public Probe {
       if (!ret) return -errno;
     }
     opts.retprobe = false;
-    bpf_link* entry = bpf_program__attach_uprobe_opts(entry_program(ep.kind), pid, file.c_str(),
-                                                      offset, &opts);
+    bpf_link* entry = bpf_program__attach_uprobe_opts(entry_program(ep.kind), pid, file.c_str(), offset, &opts);
     if (!entry) {
       int err = -errno;
       if (ret) bpf_link__destroy(ret);
@@ -321,8 +319,7 @@ class CudaProbe : public Probe {
     if (libs.empty())
       libs = p.searching ? "no CUDA library yet (looked at again for 10 s: servers dlopen it)"
                          : "no CUDA library (libcuda.so / libcudart.so) in its mappings";
-    else if (p.searching)
-      libs += fmt::format("; looking for the {} too", p.has(is_cuda_driver) ? "runtime" : "driver");
+    else if (p.searching) libs += fmt::format("; looking for the {} too", p.has(is_cuda_driver) ? "runtime" : "driver");
     return p.gone ? libs + "; exited" : libs;
   }
 

@@ -33,8 +33,10 @@ class DiskProbe : public Probe {
       const char* what;
     };
     const Optional optional[] = {
-        {{p.ld_enter_sync_file_range, p.ld_exit_sync_file_range}, "syscalls",
-         "sys_enter_sync_file_range", "sync_file_range"},
+        {{p.ld_enter_sync_file_range, p.ld_exit_sync_file_range},
+         "syscalls",
+         "sys_enter_sync_file_range",
+         "sync_file_range"},
         {{p.ld_enter_syncfs, p.ld_exit_syncfs}, "syscalls", "sys_enter_syncfs", "syncfs"},
         {{p.ld_bio_queue}, "block", "block_bio_queue", "bio owners"},
         {{p.ld_rq_issue, p.ld_rq_complete}, "block", "block_rq_issue", "block requests"},
@@ -50,9 +52,10 @@ class DiskProbe : public Probe {
   }
 
   std::string detail() const override {
-    std::string d = "fsync/fdatasync/sync_file_range/msync/sync/syncfs syscall tracepoints with "
-                    "the file's path (dentry names), block_rq_issue/complete of requests issued "
-                    "or queued by the targets, writeback/balance_dirty_pages pauses";
+    std::string d =
+        "fsync/fdatasync/sync_file_range/msync/sync/syncfs syscall tracepoints with "
+        "the file's path (dentry names), block_rq_issue/complete of requests issued "
+        "or queued by the targets, writeback/balance_dirty_pages pauses";
     if (!missing_.empty()) d += "; not on this kernel: " + missing_;
     return d;
   }

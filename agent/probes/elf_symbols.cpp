@@ -36,8 +36,7 @@ std::optional<uint64_t> vaddr_to_offset(Elf* elf, uint64_t vaddr) {
   for (size_t i = 0; i < n; ++i) {
     GElf_Phdr ph;
     if (!gelf_getphdr(elf, static_cast<int>(i), &ph) || ph.p_type != PT_LOAD) continue;
-    if (vaddr >= ph.p_vaddr && vaddr < ph.p_vaddr + ph.p_filesz)
-      return vaddr - ph.p_vaddr + ph.p_offset;
+    if (vaddr >= ph.p_vaddr && vaddr < ph.p_vaddr + ph.p_filesz) return vaddr - ph.p_vaddr + ph.p_offset;
   }
   return std::nullopt;
 }
@@ -89,9 +88,7 @@ std::string basename_of(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-bool starts_with(const std::string& s, const char* prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
 }  // namespace
 
@@ -114,8 +111,7 @@ std::optional<ElfSymbol> find_elf_symbol(const std::string& path, const std::str
   return std::nullopt;
 }
 
-std::map<std::string, ElfSymbol> find_dynamic_symbols(const std::string& path,
-                                                      const std::set<std::string>& names) {
+std::map<std::string, ElfSymbol> find_dynamic_symbols(const std::string& path, const std::set<std::string>& names) {
   std::map<std::string, ElfSymbol> out;
   ElfFile file(path);
   if (!file.elf || elf_kind(file.elf) != ELF_K_ELF) return out;
@@ -199,19 +195,16 @@ std::vector<std::string> python_candidates(const std::string& maps_text) {
     std::string base = basename_of(e->path);
     // Extension modules are "*.cpython-311-*.so": not "python*" nor "libpython*".
     auto* list = starts_with(base, "libpython") ? &libs : starts_with(base, "python") ? &exes : nullptr;
-    if (list && std::find(list->begin(), list->end(), e->path) == list->end())
-      list->push_back(e->path);
+    if (list && std::find(list->begin(), list->end(), e->path) == list->end()) list->push_back(e->path);
   }
   libs.insert(libs.end(), exes.begin(), exes.end());
   return libs;
 }
 
-std::optional<PythonRuntime> find_python_runtime(const std::string& maps_text,
-                                                 const std::string& root) {
+std::optional<PythonRuntime> find_python_runtime(const std::string& maps_text, const std::string& root) {
   for (const auto& path : python_candidates(maps_text)) {
     for (const char* symbol : {"take_gil", "PyEval_RestoreThread"}) {
-      if (auto sym = find_elf_symbol(root + path, symbol))
-        return PythonRuntime{path, symbol, sym->file_offset};
+      if (auto sym = find_elf_symbol(root + path, symbol)) return PythonRuntime{path, symbol, sym->file_offset};
     }
   }
   return std::nullopt;

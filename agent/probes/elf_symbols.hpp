@@ -24,8 +24,7 @@ std::optional<ElfSymbol> find_elf_symbol(const std::string& path, const std::str
 // The DEFINED exported symbols (.dynsym only) of `path` among `names`, by name, in one pass over
 // the table (a driver library exports thousands): what a stripped shared library still has.
 // Names it lacks are absent; empty when the file is not ELF or cannot be read.
-std::map<std::string, ElfSymbol> find_dynamic_symbols(const std::string& path,
-                                                      const std::set<std::string>& names);
+std::map<std::string, ElfSymbol> find_dynamic_symbols(const std::string& path, const std::set<std::string>& names);
 
 // A PT_LOAD segment of an ELF file: how its bytes are placed in memory.
 struct ElfLoad {
@@ -59,15 +58,14 @@ std::vector<std::string> python_candidates(const std::string& maps_text);
 
 // Where the GIL code of a process is.
 struct PythonRuntime {
-  std::string path;           // as in /proc/PID/maps
-  std::string symbol;         // "take_gil" or "PyEval_RestoreThread"
-  uint64_t file_offset = 0;   // of that symbol's code, for the uprobe
+  std::string path;          // as in /proc/PID/maps
+  std::string symbol;        // "take_gil" or "PyEval_RestoreThread"
+  uint64_t file_offset = 0;  // of that symbol's code, for the uprobe
 };
 
 // Finds the target's Python: take_gil (local symbol, needs an unstripped build) or else the
 // exported PyEval_RestoreThread. `root` prefixes file paths ("/proc/PID/root" for processes in
 // another mount namespace, "" for tests). nullopt: no Python runtime in these mappings.
-std::optional<PythonRuntime> find_python_runtime(const std::string& maps_text,
-                                                 const std::string& root);
+std::optional<PythonRuntime> find_python_runtime(const std::string& maps_text, const std::string& root);
 
 }  // namespace ld::probes

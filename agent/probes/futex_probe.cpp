@@ -15,9 +15,7 @@ namespace {
 
 constexpr uint64_t kMinWaitNs = 100'000;  // shorter waits are uncontended noise
 
-bool syscall_tracepoint_exists(const std::string& name) {
-  return tracepoint_exists("syscalls", "sys_enter_" + name);
-}
+bool syscall_tracepoint_exists(const std::string& name) { return tracepoint_exists("syscalls", "sys_enter_" + name); }
 
 class FutexProbe : public Probe {
  public:
@@ -44,8 +42,9 @@ class FutexProbe : public Probe {
   }
 
   std::string detail() const override {
-    std::string d = "futex syscall tracepoints: WAIT/WAIT_BITSET/WAIT_REQUEUE_PI/LOCK_PI waits "
-                    ">= 100 us with the address";
+    std::string d =
+        "futex syscall tracepoints: WAIT/WAIT_BITSET/WAIT_REQUEUE_PI/LOCK_PI waits "
+        ">= 100 us with the address";
     if (wait2_) d += ", futex_wait";
     if (waitv_) d += ", futex_waitv";
     return d;

@@ -66,8 +66,7 @@ struct Proc {
 };
 
 const char* method_name(uint32_t m) {
-  return m == LD_GIL_TAKE_GIL ? "take_gil" : m == LD_GIL_RESTORE_THREAD ? "PyEval_RestoreThread"
-                                                                        : "?";
+  return m == LD_GIL_TAKE_GIL ? "take_gil" : m == LD_GIL_RESTORE_THREAD ? "PyEval_RestoreThread" : "?";
 }
 
 class GilProbe : public Probe {
@@ -93,9 +92,8 @@ class GilProbe : public Probe {
     uint64_t now = host::monotonic_now_ns();
     for (uint32_t tgid : ctx.options.tgids) track(tgid, now);
     // Uprobes refused for every target (e.g. no uprobe PMU): this probe cannot work here.
-    bool all_failed = !procs_.empty() && std::all_of(procs_.begin(), procs_.end(), [](auto& kv) {
-      return !kv.second.attach_error.empty();
-    });
+    bool all_failed = !procs_.empty() && std::all_of(procs_.begin(), procs_.end(),
+                                                     [](auto& kv) { return !kv.second.attach_error.empty(); });
     if (all_failed) throw ProbeUnavailable(procs_.begin()->second.attach_error);
   }
 
@@ -109,8 +107,8 @@ class GilProbe : public Probe {
     // it comes off soon after they appear. The other phases' times (the next look at the
     // maps, the re-arm) wait for the read interval's tick: a wake-up of their own would
     // cost a server thread one more preemption for work that is not urgent.
-    bool learning = std::any_of(procs_.begin(), procs_.end(),
-                                [](const auto& kv) { return kv.second.phase == Phase::Learning; });
+    bool learning =
+        std::any_of(procs_.begin(), procs_.end(), [](const auto& kv) { return kv.second.phase == Phase::Learning; });
     return learning ? now + kLearningTickNs : UINT64_MAX;
   }
 
@@ -167,12 +165,10 @@ class GilProbe : public Probe {
     bpf_map_update_elem(bpf_map__fd(skel_->maps.ld_gil_learning), &p.tgid, &learn, BPF_ANY);
     std::string path = fmt::format("/proc/{}/root{}", p.tgid, p.rt.path);
     int pid = static_cast<int>(p.tgid);
-    p.enter = bpf_program__attach_uprobe(skel_->progs.ld_gil_enter, false, pid, path.c_str(),
-                                         p.rt.file_offset);
+    p.enter = bpf_program__attach_uprobe(skel_->progs.ld_gil_enter, false, pid, path.c_str(), p.rt.file_offset);
     int err = p.enter ? 0 : -errno;
     if (p.enter) {
-      p.leave = bpf_program__attach_uprobe(skel_->progs.ld_gil_leave, true, pid, path.c_str(),
-                                           p.rt.file_offset);
+      p.leave = bpf_program__attach_uprobe(skel_->progs.ld_gil_leave, true, pid, path.c_str(), p.rt.file_offset);
       err = p.leave ? 0 : -errno;
     }
     if (err) {
@@ -230,8 +226,7 @@ class GilProbe : public Probe {
       case Phase::Idle:
         if (now >= p.rearm_at_ns) arm(p, now);
         break;
-      default:
-        break;
+      default: break;
     }
     if (p.phase != Phase::Gone && access(fmt::format("/proc/{}", p.tgid).c_str(), F_OK) != 0) {
       detach(p);
@@ -290,25 +285,22 @@ class GilProbe : public Probe {
     std::string words;
     for (uint64_t w : p.words) words += fmt::format("{}{:#x}", words.empty() ? "" : ",", w);
     switch (p.phase) {
-      case Phase::Searching:
-        return "no libpython/python in the target yet (re-checked for 10 s: a child may exec it)";
-      case Phase::NoPython:
-        return "no libpython/python in the target (idle)";
+      case Phase::Searching: return "no libpython/python in the target yet (re-checked for 10 s: a child may exec it)";
+      case Phase::NoPython: return "no libpython/python in the target (idle)";
       case Phase::Learning:
         if (!words.empty())
-          return fmt::format("GIL futex words {} learned via a {} uprobe{}", words,
-                             method_name(p.method), where);
+          return fmt::format("GIL futex words {} learned via a {} uprobe{}", words, method_name(p.method), where);
         return fmt::format("{}learning the GIL address via a temporary {} uprobe{}",
-                           p.ever_timed_out ? "GIL address not learned yet (no contention seen); "
-                                            : "",
+                           p.ever_timed_out ? "GIL address not learned yet (no contention seen); " : "",
                            method_name(p.method), where);
       case Phase::Idle:
-        return fmt::format("GIL address not learned yet (no contention seen); {} uprobe{} "
-                           "re-armed periodically",
-                           method_name(p.method), where);
+        return fmt::format(
+            "GIL address not learned yet (no contention seen); {} uprobe{} "
+            "re-armed periodically",
+            method_name(p.method), where);
       case Phase::Learned:
-        return fmt::format("GIL futex words {} learned via a {} uprobe{} (uprobes detached)",
-                           words, method_name(p.method), where);
+        return fmt::format("GIL futex words {} learned via a {} uprobe{} (uprobes detached)", words,
+                           method_name(p.method), where);
       case Phase::Gone:
         if (!p.attach_error.empty()) return p.attach_error;
         if (!words.empty()) return fmt::format("GIL futex words {}; exited", words);

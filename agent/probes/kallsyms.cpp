@@ -25,7 +25,7 @@ namespace {
 int g_kallsyms_fd = -1;
 std::once_flag g_kallsyms_open;  // sched and perf may start on two threads at once
 std::mutex g_stack_maps_mutex;
-std::vector<int> g_stack_maps;   // every probe's stack map, named in one pass
+std::vector<int> g_stack_maps;  // every probe's stack map, named in one pass
 // Names found so far (finish() runs on the session's one thread). The first probe to emit its
 // stacks names those of every registered map: one pass over the file (~30 ms of the kernel's
 // time making it) instead of one per probe.
@@ -80,8 +80,7 @@ void name_unnamed(const std::vector<Stack>& stacks) {
 }  // namespace
 
 void open_kernel_symbols(int stack_map_fd) {
-  std::call_once(g_kallsyms_open,
-                 [] { g_kallsyms_fd = open("/proc/kallsyms", O_RDONLY | O_CLOEXEC); });
+  std::call_once(g_kallsyms_open, [] { g_kallsyms_fd = open("/proc/kallsyms", O_RDONLY | O_CLOEXEC); });
   std::lock_guard<std::mutex> lock(g_stack_maps_mutex);
   g_stack_maps.push_back(stack_map_fd);
 }

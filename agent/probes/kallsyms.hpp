@@ -163,8 +163,7 @@ KernelAddressNames name_kernel_addresses(std::vector<uint64_t> addrs);
 // `from_tick`: the stacks were taken in a program called from the scheduler tick's hrtimer
 // (the perf probe's tick source): the tick's own interrupt path above the interrupted code is
 // dropped too.
-uint64_t emit_kernel_stacks(int stack_map_fd, uint32_t source, const EmitFn& emit,
-                            bool from_tick = false);
+uint64_t emit_kernel_stacks(int stack_map_fd, uint32_t source, const EmitFn& emit, bool from_tick = false);
 
 // [start, end) of kernel text symbols (end: the next higher symbol's address).
 struct KernelTextRange {
@@ -180,7 +179,9 @@ std::vector<KernelTextRange> find_kernel_text(std::initializer_list<std::string_
 inline std::vector<KernelTextRange> find_kernel_text(std::istream& in, std::initializer_list<std::string_view> names) {
   std::string line;
   std::vector<KernelTextRange> found(names.size());
-  auto complete = [&] { return std::all_of(found.begin(), found.end(), [](const KernelTextRange& r) { return r.end; }); };
+  auto complete = [&] {
+    return std::all_of(found.begin(), found.end(), [](const KernelTextRange& r) { return r.end; });
+  };
   // "ffffffff814352e0 t tick_nohz_handler", in address order. The core kernel's text comes
   // first and ends at _etext: no need to read the rest (modules, data; ~120k lines, ~40 ms).
   while (!complete() && std::getline(in, line)) {

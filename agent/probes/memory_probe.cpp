@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "events.h"
-#include "memory_maps.h"
 #include "memory.skel.h"
+#include "memory_maps.h"
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
 #include "util/time.hpp"
@@ -91,8 +91,9 @@ class MemoryProbe : public Probe {
   uint64_t user_records() const override { return user_records_; }
 
   std::string detail() const override {
-    std::string d = "mmap/munmap/brk/mremap/madvise syscall tracepoints (>= 1 MiB or >= 100 us "
-                    "itemised, the rest summed per thread per 10 ms)";
+    std::string d =
+        "mmap/munmap/brk/mremap/madvise syscall tracepoints (>= 1 MiB or >= 100 us "
+        "itemised, the rest summed per thread per 10 ms)";
     d += faults_ ? "; user page faults via exceptions/page_fault_user, batched per thread "
                    "(256 faults or 5 ms)"
                  : "; no page faults: this kernel has no exceptions/page_fault_user tracepoint";
@@ -100,8 +101,7 @@ class MemoryProbe : public Probe {
   }
 
  private:
-  static void fill_hdr(ld_hdr& h, uint16_t type, size_t size, uint32_t tgid, uint32_t tid,
-                       uint64_t ts) {
+  static void fill_hdr(ld_hdr& h, uint16_t type, size_t size, uint32_t tgid, uint32_t tid, uint64_t ts) {
     h.type = type;
     h.size = static_cast<uint16_t>(size);
     h.cpu = 0;  // flushed from user space: no CPU

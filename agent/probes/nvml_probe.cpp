@@ -1,8 +1,8 @@
 // nvml: each GPU's utilisation, SM clock against its maximum, clocks event (throttle) reasons,
 // memory, temperature and power, sampled through NVML every 200 ms once a target maps a CUDA
-// library (looked for as the cuda probe looks: process_search.hpp). NVML is the driver's own library (libnvidia-ml.so.1): dlopen()ed, never linked, so
-// the agent runs on hosts without it, where the probe says it is unavailable. No BPF: NVML
-// reads the driver's counters, which no kernel hook sees.
+// library (looked for as the cuda probe looks: process_search.hpp). NVML is the driver's own library
+// (libnvidia-ml.so.1): dlopen()ed, never linked, so the agent runs on hosts without it, where the probe says it is
+// unavailable. No BPF: NVML reads the driver's counters, which no kernel hook sees.
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -26,12 +26,16 @@ constexpr uint64_t kSampleEveryNs = 200 * util::kNsPerMs;
 constexpr unsigned kMaxDevices = 16;
 constexpr size_t kMaxProcs = 256;
 constexpr int kNvmlSuccess = 0;
-constexpr int kClockSm = 1;        // NVML_CLOCK_SM
-constexpr int kTemperatureGpu = 0; // NVML_TEMPERATURE_GPU
+constexpr int kClockSm = 1;         // NVML_CLOCK_SM
+constexpr int kTemperatureGpu = 0;  // NVML_TEMPERATURE_GPU
 constexpr uint32_t kUnknown32 = ~0u;
 
-struct NvmlUtilization { unsigned int gpu, memory; };
-struct NvmlMemory { unsigned long long total, free, used; };
+struct NvmlUtilization {
+  unsigned int gpu, memory;
+};
+struct NvmlMemory {
+  unsigned long long total, free, used;
+};
 using Device = void*;
 
 // The entry points used, by their nvml.h names. The _v2 names are those of every driver since
@@ -97,9 +101,12 @@ class NvmlProbe : public Probe {
     std::string names;
     for (const auto& n : names_) names += (names.empty() ? "" : ", ") + n;
     if (!cuda_seen_)
-      return fmt::format("NVML: {} GPU(s) ({}); nothing sampled: no target mapped a CUDA library", devices_.size(), names);
-    return fmt::format("NVML every 200 ms: {} GPU(s) ({}): utilisation, SM clock, throttle reasons, memory, "
-                       "temperature, power", devices_.size(), names);
+      return fmt::format("NVML: {} GPU(s) ({}); nothing sampled: no target mapped a CUDA library", devices_.size(),
+                         names);
+    return fmt::format(
+        "NVML every 200 ms: {} GPU(s) ({}): utilisation, SM clock, throttle reasons, memory, "
+        "temperature, power",
+        devices_.size(), names);
   }
 
  private:
@@ -133,7 +140,8 @@ class NvmlProbe : public Probe {
       if (nvml_.by_index(i, &d) != kNvmlSuccess) continue;
       devices_.push_back({i, d});
       char name[96] = "";
-      if (!nvml_.name || nvml_.name(d, name, sizeof name) != kNvmlSuccess) std::snprintf(name, sizeof name, "GPU %u", i);
+      if (!nvml_.name || nvml_.name(d, name, sizeof name) != kNvmlSuccess)
+        std::snprintf(name, sizeof name, "GPU %u", i);
       names_.emplace_back(name);
     }
     if (devices_.empty()) throw ProbeUnavailable("NVML gives no handle for any GPU");

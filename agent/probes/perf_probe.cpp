@@ -11,9 +11,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <optional>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -139,8 +139,8 @@ class PerfProbe : public Probe {
 
   void finish(const EmitFn& emit) override {
     if (!skel_) return;
-    user_records_ += emit_kernel_stacks(bpf_map__fd(skel_->maps.ld_perf_stacks), LD_PROBE_PERF,
-                                        emit, /*from_tick=*/tick_period_ns_ != 0);
+    user_records_ += emit_kernel_stacks(bpf_map__fd(skel_->maps.ld_perf_stacks), LD_PROBE_PERF, emit,
+                                        /*from_tick=*/tick_period_ns_ != 0);
     if (!frames_) return;
     for (auto& [tgid, t] : targets_) usyms_.snapshot(tgid);
     user_records_ += emit_user_stacks(emit);
@@ -151,15 +151,16 @@ class PerfProbe : public Probe {
 
   std::string detail() const override {
     if (tick_period_ns_)
-      return fmt::format("scheduler tick (every {:.2f} ms) sampled at {} Hz per busy CPU, kernel stacks "
-                         "in kernel mode, the mode told {}; {}",
-                         util::ns_to_ms(tick_period_ns_), sample_hz_,
-                         mode_by_regs_ ? "from the saved registers"
-                                       : fmt::format("by a stack walk ({})", not_by_regs_),
-                         frames_detail());
-    return fmt::format("cpu-clock perf event at {} Hz on {} CPUs, kernel stacks in kernel mode (not the "
-                       "scheduler tick: {}); {}",
-                       sample_hz_, links_.size(), not_tick_, frames_detail());
+      return fmt::format(
+          "scheduler tick (every {:.2f} ms) sampled at {} Hz per busy CPU, kernel stacks "
+          "in kernel mode, the mode told {}; {}",
+          util::ns_to_ms(tick_period_ns_), sample_hz_,
+          mode_by_regs_ ? "from the saved registers" : fmt::format("by a stack walk ({})", not_by_regs_),
+          frames_detail());
+    return fmt::format(
+        "cpu-clock perf event at {} Hz on {} CPUs, kernel stacks in kernel mode (not the "
+        "scheduler tick: {}); {}",
+        sample_hz_, links_.size(), not_tick_, frames_detail());
   }
 
  private:
@@ -195,7 +196,7 @@ class PerfProbe : public Probe {
     std::string exe;      // /proc/PID/exe when last looked at
     bool python = false;  // its Python frames are walked
     uint32_t version = 0;
-    std::string why;      // what was found, or why no Python frames
+    std::string why;  // what was found, or why no Python frames
   };
 
   // A target to name frames of: its mappings, and its Python runtime if it has one.
@@ -404,8 +405,7 @@ class PerfProbe : public Probe {
         if (err == ENODEV) continue;  // possible but offline
         if (err == EACCES || err == EPERM) throw_libbpf_error("perf", "opening perf events", err);
         throw ProbeUnavailable(
-            fmt::format("no cpu-clock perf events: perf_event_open on CPU {}: {}", cpu,
-                        std::strerror(err)));
+            fmt::format("no cpu-clock perf events: perf_event_open on CPU {}: {}", cpu, std::strerror(err)));
       }
       bpf_link* link = bpf_program__attach_perf_event(skel_->progs.ld_perf_sample, fd);
       if (!link) {
@@ -420,19 +420,19 @@ class PerfProbe : public Probe {
 
   // Links are destroyed (in ~PerfProbe) before the skeleton frees the program.
   SkelPtr<perf_bpf, perf_bpf__destroy> skel_;
-  bool frames_ = true;            // user stacks and Python frames (ld_cpu_frames)
-  std::string no_frames_;         // why not, when not
+  bool frames_ = true;     // user stacks and Python frames (ld_cpu_frames)
+  std::string no_frames_;  // why not, when not
   std::map<uint32_t, Target> targets_;
   UserSymbolizer usyms_;
   std::vector<bpf_link*> links_;
   uint64_t user_records_ = 0;
   uint32_t sample_hz_ = 0;
   std::pair<uint64_t, uint64_t> irq_entry_{0, 0};
-  uint64_t tick_period_ns_ = 0;  // the tick source is in use
-  std::string not_tick_;          // why not, otherwise
-  bool mode_by_regs_ = false;     // user/kernel mode from the registers check, not the walk
+  uint64_t tick_period_ns_ = 0;      // the tick source is in use
+  std::string not_tick_;             // why not, otherwise
+  bool mode_by_regs_ = false;        // user/kernel mode from the registers check, not the walk
   bool mode_by_walk_asked_ = false;  // ProbeOptions::hooks.perf_mode_by_walk
-  std::string not_by_regs_;       // why not
+  std::string not_by_regs_;          // why not
 };
 
 }  // namespace

@@ -40,17 +40,21 @@ class Fd {
  public:
   Fd() = default;
   explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { if (fd_ >= 0) close(fd_); }
+  ~Fd() {
+    if (fd_ >= 0) close(fd_);
+  }
   Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Fd& operator=(Fd&& o) noexcept { std::swap(fd_, o.fd_); return *this; }
+  Fd& operator=(Fd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
   int get() const { return fd_; }
 
  private:
   int fd_ = -1;
 };
 
-Fd create_map(bpf_map_type type, const char* name, uint32_t key, uint32_t value, uint32_t max,
-              uint32_t flags = 0) {
+Fd create_map(bpf_map_type type, const char* name, uint32_t key, uint32_t value, uint32_t max, uint32_t flags = 0) {
   LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = flags);
   int fd = bpf_map_create(type, name, key, value, max, &opts);
   if (fd < 0) throw_libbpf_error("shared maps", "creating", fd);
@@ -65,8 +69,7 @@ class TargetBitmap {
   static constexpr size_t kBytes = LD_TARGET_WORDS * sizeof(uint64_t);
 
   TargetBitmap()
-      : fd_(create_map(BPF_MAP_TYPE_ARRAY, "ld_targets", 4, sizeof(uint64_t), LD_TARGET_WORDS,
-                       BPF_F_MMAPABLE)) {
+      : fd_(create_map(BPF_MAP_TYPE_ARRAY, "ld_targets", 4, sizeof(uint64_t), LD_TARGET_WORDS, BPF_F_MMAPABLE)) {
     void* words = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
     if (words == MAP_FAILED) throw_libbpf_error("shared maps", "mapping the target set", -errno);
     words_ = static_cast<uint64_t*>(words);
@@ -113,9 +116,8 @@ struct RunningProbe {
 }  // namespace
 
 void use_shared_maps(bpf_object* obj, const SharedMaps& shared) {
-  const std::pair<const char*, int> maps[] = {{"ld_targets", shared.targets},
-                                              {"ld_events", shared.events},
-                                              {"ld_counters", shared.counters}};
+  const std::pair<const char*, int> maps[] = {
+      {"ld_targets", shared.targets}, {"ld_events", shared.events}, {"ld_counters", shared.counters}};
   for (const auto& [name, fd] : maps) {
     bpf_map* map = bpf_object__find_map_by_name(obj, name);
     if (!map) continue;
@@ -139,10 +141,8 @@ struct ProbeSession::Impl {
   static int handle(void* ctx, void* data, size_t size) {
     auto* self = static_cast<Impl*>(ctx);
     auto* hdr = static_cast<const ld_hdr*>(data);
-    if (size < sizeof(ld_hdr) || hdr->size > size || hdr->size < sizeof(ld_hdr))
-      self->malformed_records++;
-    else if (self->delivering)
-      self->on_record(*hdr, hdr->size);
+    if (size < sizeof(ld_hdr) || hdr->size > size || hdr->size < sizeof(ld_hdr)) self->malformed_records++;
+    else if (self->delivering) self->on_record(*hdr, hdr->size);
     return 0;
   }
 
@@ -181,8 +181,7 @@ struct ProbeSession::Impl {
   void create_shared_maps() {
     targets = std::make_unique<TargetBitmap>();
     events = create_map(BPF_MAP_TYPE_RINGBUF, "ld_events", 0, 0, options.ringbuf_bytes);
-    counters = create_map(BPF_MAP_TYPE_PERCPU_ARRAY, "ld_counters", 4, sizeof(ld_probe_counters),
-                          LD_PROBE_MAX);
+    counters = create_map(BPF_MAP_TYPE_PERCPU_ARRAY, "ld_counters", 4, sizeof(ld_probe_counters), LD_PROBE_MAX);
     for (uint32_t tgid : options.tgids) targets->add(tgid);
   }
 
@@ -204,8 +203,7 @@ struct ProbeSession::Impl {
     for (size_t i = 0; i < all.size(); ++i)
       made.push_back(requested(*all[i], i >= registry_size) ? all[i]->make() : nullptr);
     CoreBtf core = options.shared_core_btf ? build_core_btf(all, made) : CoreBtf();
-    if (options.verbose && options.shared_core_btf)
-      fmt::print(stderr, "latency-doctor: {}\n", core.note());
+    if (options.verbose && options.shared_core_btf) fmt::print(stderr, "latency-doctor: {}\n", core.note());
 
     probes.clear();
     for (const ProbeInfo* info : all)
@@ -249,16 +247,14 @@ struct ProbeSession::Impl {
     if (options.verbose)
       for (const auto& p : probes)
         if (p.status != model::ProbeState::kDisabled)
-          fmt::print(stderr, "latency-doctor: probe {} {} in {:.1f} ms (at +{:.1f} ms)\n",
-                     p.info->name, model::probe_state_name(p.status), p.start_ms, p.began_ms);
+          fmt::print(stderr, "latency-doctor: probe {} {} in {:.1f} ms (at +{:.1f} ms)\n", p.info->name,
+                     model::probe_state_name(p.status), p.start_ms, p.began_ms);
   }
 
-  void start_one(std::unique_ptr<Probe>& probe, RunningProbe& running, const CoreBtf& core,
-                 const EmitFn& emit, std::exception_ptr& fatal, std::atomic<bool>& failed) {
-    LIBBPF_OPTS(bpf_object_open_opts, open_opts,
-                .btf_custom_path = core.path_for(running.info->name));
-    ProbeContext ctx{options, {targets->fd(), events.get(), counters.get()}, emit,
-                     &open_opts};
+  void start_one(std::unique_ptr<Probe>& probe, RunningProbe& running, const CoreBtf& core, const EmitFn& emit,
+                 std::exception_ptr& fatal, std::atomic<bool>& failed) {
+    LIBBPF_OPTS(bpf_object_open_opts, open_opts, .btf_custom_path = core.path_for(running.info->name));
+    ProbeContext ctx{options, {targets->fd(), events.get(), counters.get()}, emit, &open_opts};
     uint64_t begin = host::monotonic_now_ns();
     try {
       probe->start(ctx);
@@ -302,13 +298,11 @@ struct ProbeSession::Impl {
   }
 };
 
-ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record)
-    : impl_(std::make_unique<Impl>()) {
+ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record) : impl_(std::make_unique<Impl>()) {
   set_libbpf_verbose(options.verbose);
   impl_->options = options;
   impl_->on_record = std::move(on_record);
-  if (options.tick_ns == 0)
-    throw ProbeError(ProbeError::Kind::Other, "the read interval must be positive");
+  if (options.tick_ns == 0) throw ProbeError(ProbeError::Kind::Other, "the read interval must be positive");
   if (options.ringbuf_bytes < 4096 || (options.ringbuf_bytes & (options.ringbuf_bytes - 1)))
     throw ProbeError(ProbeError::Kind::Other, "--ringbuf-size must be a power of two >= 4 KiB");
   try {
@@ -317,8 +311,8 @@ ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record
     throw ProbeError(ProbeError::Kind::Other, e.what());
   }
   impl_->start_probes();
-  bool any = std::any_of(impl_->probes.begin(), impl_->probes.end(),
-                         [](const RunningProbe& p) { return p.probe != nullptr; });
+  bool any =
+      std::any_of(impl_->probes.begin(), impl_->probes.end(), [](const RunningProbe& p) { return p.probe != nullptr; });
   if (!any) {
     std::string why;
     for (const auto& p : impl_->probes)
@@ -327,8 +321,7 @@ ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record
   }
   impl_->ring.reset(ring_buffer__new(impl_->events.get(), &Impl::handle, impl_.get(), nullptr));
   if (!impl_->ring)
-    throw ProbeError(ProbeError::Kind::Other,
-                     fmt::format("opening the ring buffer failed: {}", std::strerror(errno)));
+    throw ProbeError(ProbeError::Kind::Other, fmt::format("opening the ring buffer failed: {}", std::strerror(errno)));
   uint64_t now = host::monotonic_now_ns();
   impl_->next_tick = impl_->earliest_deadline(now, now + options.tick_ns);
 }
@@ -380,12 +373,14 @@ int ProbeSession::poll(int timeout_ms) {
 }
 
 void ProbeSession::finish() {
-  while (poll(0) > 0) {}
+  while (poll(0) > 0) {
+  }
   auto emit = impl_->emitter();
   for (auto& p : impl_->probes)
     if (p.probe) p.probe->finish(emit);
   impl_->finished = true;  // a tick now would sample again what finish() closed
-  while (poll(0) > 0) {}
+  while (poll(0) > 0) {
+  }
 }
 
 void ProbeSession::stop_delivery() { impl_->delivering = false; }
@@ -466,14 +461,14 @@ std::optional<PerfSource> parse_perf_source(std::string_view name) {
 }
 
 std::string ensure_tracefs() {
-  if (access("/sys/kernel/tracing/events", F_OK) == 0 ||
-      access("/sys/kernel/debug/tracing/events", F_OK) == 0)
+  if (access("/sys/kernel/tracing/events", F_OK) == 0 || access("/sys/kernel/debug/tracing/events", F_OK) == 0)
     return "";
   if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, nullptr) == 0)
     return "mounted tracefs at /sys/kernel/tracing (tracepoints need it)";
-  return fmt::format("tracefs is not mounted and mounting it failed ({}): run "
-                     "'mount -t tracefs nodev /sys/kernel/tracing'",
-                     std::strerror(errno));
+  return fmt::format(
+      "tracefs is not mounted and mounting it failed ({}): run "
+      "'mount -t tracefs nodev /sys/kernel/tracing'",
+      std::strerror(errno));
 }
 
 }  // namespace ld::probes

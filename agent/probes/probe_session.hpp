@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "probes/probe.hpp"
 #include "model/report.hpp"
+#include "probes/probe.hpp"
 #include "util/time.hpp"
 
 struct ld_hdr;
@@ -34,13 +34,13 @@ class ProbeError : public std::runtime_error {
 struct ProbeOptions {
   std::vector<uint32_t> tgids;
   bool follow_children = false;
-  uint32_t ringbuf_bytes = 16u << 20;  // power of two, >= page size
+  uint32_t ringbuf_bytes = 16u << 20;     // power of two, >= page size
   uint32_t sample_hz = kDefaultSampleHz;  // the perf probe's cpu-clock rate per CPU
   // How often poll() samples in user space (the probes' ticks) and so, in a steady state, how
   // often the agent wakes: see RecordOptions::read_interval_ms.
   uint64_t tick_ns = util::kNsPerSec;
-  std::vector<std::string> probes;     // names to enable; empty = every probe of "all"
-  bool verbose = false;                // libbpf's own log on stderr
+  std::vector<std::string> probes;  // names to enable; empty = every probe of "all"
+  bool verbose = false;             // libbpf's own log on stderr
   // Probes from outside the registry (the pipeline benchmark's producer): started like an
   // opt-in registry probe when named in `probes`, after the registry's. Never part of the
   // default set, the CLI's --probes or known_probes().

@@ -15,8 +15,8 @@ namespace ld::probes {
 
 // A process is looked at again for a library it may load later (a launcher that execs python,
 // a server that dlopen()s CUDA): at the first ticks 1, 3, 7, 15... s after it is first seen
-// (twice as long between looks each time), the last at the window's end. Each look reads its /proc/PID/maps (~0.1 ms of agent CPU) in
-// the read interval's wake-up, which a server thread waits out anyway.
+// (twice as long between looks each time), the last at the window's end. Each look reads its /proc/PID/maps (~0.1 ms of
+// agent CPU) in the read interval's wake-up, which a server thread waits out anyway.
 constexpr uint64_t kFirstLookAgainNs = util::kNsPerSec;
 // Through this long after a process is first seen: servers load Python's runtime or CUDA within
 // seconds of starting.

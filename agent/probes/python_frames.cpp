@@ -46,16 +46,16 @@ std::optional<ld_py_offsets> python_offsets_table(uint32_t version) {
   switch (version) {
     case 0x030a:
       o.runtime_interp_head = 32;
-      o.interp_threads_head = 8;   // tstate_head
+      o.interp_threads_head = 8;  // tstate_head
       o.tstate_next = 8;
-      o.tstate_id = 176;           // thread_id: pthread_self()
-      o.tstate_frame = 24;         // frame: a PyFrameObject
+      o.tstate_id = 176;    // thread_id: pthread_self()
+      o.tstate_frame = 24;  // frame: a PyFrameObject
       o.cframe_frame = LD_PY_NONE;
-      o.frame_code = 32;           // f_code
-      o.frame_previous = 24;       // f_back
-      o.frame_instr = 96;          // f_lasti
+      o.frame_code = 32;      // f_code
+      o.frame_previous = 24;  // f_back
+      o.frame_instr = 96;     // f_lasti
       o.frame_owner = LD_PY_NONE;
-      o.code_name = 112;           // co_name (no co_qualname yet)
+      o.code_name = 112;  // co_name (no co_qualname yet)
       o.code_filename = 104;
       o.code_firstlineno = 40;
       o.code_linetable = 120;
@@ -67,9 +67,9 @@ std::optional<ld_py_offsets> python_offsets_table(uint32_t version) {
       o.runtime_interp_head = 40;
       o.interp_threads_head = 16;
       o.tstate_next = 8;
-      o.tstate_id = 160;           // native_thread_id
-      o.tstate_frame = 56;         // cframe
-      o.cframe_frame = 8;          // _PyCFrame.current_frame
+      o.tstate_id = 160;    // native_thread_id
+      o.tstate_frame = 56;  // cframe
+      o.cframe_frame = 8;   // _PyCFrame.current_frame
       o.frame_code = 32;
       o.frame_previous = 48;
       o.frame_instr = 56;          // prev_instr
@@ -106,11 +106,11 @@ std::optional<ld_py_offsets> python_offsets_table(uint32_t version) {
       o.interp_threads_head = 7344;
       o.tstate_next = 8;
       o.tstate_id = 160;
-      o.tstate_frame = 72;         // current_frame
+      o.tstate_frame = 72;  // current_frame
       o.cframe_frame = LD_PY_NONE;
-      o.frame_code = 0;            // f_executable
+      o.frame_code = 0;  // f_executable
       o.frame_previous = 8;
-      o.frame_instr = 56;          // instr_ptr
+      o.frame_instr = 56;  // instr_ptr
       o.frame_owner = 70;
       o.code_name = 128;
       o.code_filename = 112;
@@ -120,8 +120,7 @@ std::optional<ld_py_offsets> python_offsets_table(uint32_t version) {
       o.str_ascii_data = 40;
       o.str_utf8 = 48;
       return o;
-    default:
-      return std::nullopt;
+    default: return std::nullopt;
   }
 }
 

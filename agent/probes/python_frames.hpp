@@ -17,10 +17,10 @@
 namespace ld::probes {
 
 struct PythonProcess {
-  std::string path;       // the mapped file holding the runtime (/proc/PID/maps' name)
-  uint32_t version = 0;   // 0x030b for 3.11
-  std::string offsets;    // where the offsets came from: "_Py_DebugOffsets" or "table"
-  ld_py_proc proc{};      // the value for ld_py_procs
+  std::string path;      // the mapped file holding the runtime (/proc/PID/maps' name)
+  uint32_t version = 0;  // 0x030b for 3.11
+  std::string offsets;   // where the offsets came from: "_Py_DebugOffsets" or "table"
+  ld_py_proc proc{};     // the value for ld_py_procs
 };
 
 // The CPython runtime of process `pid`, or nullopt with the reason in *why (not Python, a

@@ -36,7 +36,9 @@ void on_stop_signal(int) { g_stop = 1; }
 class PidWatch {
  public:
   explicit PidWatch(int pid) : pid_(pid), fd_(static_cast<int>(syscall(SYS_pidfd_open, pid, 0))) {}
-  ~PidWatch() { if (fd_ >= 0) close(fd_); }
+  ~PidWatch() {
+    if (fd_ >= 0) close(fd_);
+  }
   PidWatch(const PidWatch&) = delete;
   PidWatch(PidWatch&& o) noexcept : pid_(o.pid_), fd_(o.fd_) { o.fd_ = -1; }
   int fd() const { return fd_; }
@@ -55,13 +57,12 @@ void validate_pids(const std::vector<int>& pids) {
   if (pids.empty()) throw std::invalid_argument("no --pid given");
   for (int pid : pids) {
     if (pid <= 0) throw std::invalid_argument(fmt::format("--pid {}: not a process id", pid));
-    if (pid == getpid())
-      throw std::invalid_argument(fmt::format("--pid {}: that is latency-doctor itself", pid));
+    if (pid == getpid()) throw std::invalid_argument(fmt::format("--pid {}: that is latency-doctor itself", pid));
   }
 }
 
-trace::TraceHeader make_header(const RecordOptions& options, const std::vector<uint32_t>& tgids,
-                              uint64_t start_mono, int64_t offset) {
+trace::TraceHeader make_header(const RecordOptions& options, const std::vector<uint32_t>& tgids, uint64_t start_mono,
+                               int64_t offset) {
   auto first = host::read_process(options.pids.front());
   trace::TraceHeader header;
   header.agent_version = LD_VERSION;
@@ -98,10 +99,13 @@ class Progress {
     std::string when = duration_ms ? fmt::format("{:.0f}s/{:.0f}s", elapsed, util::ms_to_s(duration_ms))
                                    : fmt::format("{:.0f}s (Ctrl-C to stop)", elapsed);
     std::string line = fmt::format("recording {}{}", when, status.empty() ? "" : ", " + status);
-    if (tty_) fmt::print(stderr, "\r\033[K{}", line); else fmt::print(stderr, "{}\n", line);
+    if (tty_) fmt::print(stderr, "\r\033[K{}", line);
+    else fmt::print(stderr, "{}\n", line);
     shown_ = true;
   }
-  ~Progress() { if (shown_ && tty_) fmt::print(stderr, "\n"); }
+  ~Progress() {
+    if (shown_ && tty_) fmt::print(stderr, "\n");
+  }
 
  private:
   bool quiet_;
@@ -158,7 +162,8 @@ model::AgentCost agent_cost(double attach_ms, const OwnUsage& before_attach, con
 OwnUsage own_usage() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  return {util::timeval_ms(u.ru_utime) + util::timeval_ms(u.ru_stime), static_cast<uint64_t>(u.ru_nvcsw), static_cast<double>(u.ru_maxrss) / 1024.0};
+  return {util::timeval_ms(u.ru_utime) + util::timeval_ms(u.ru_stime), static_cast<uint64_t>(u.ru_nvcsw),
+          static_cast<double>(u.ru_maxrss) / 1024.0};
 }
 
 void install_stop_signals() {
@@ -221,7 +226,10 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     try {
       options.on_start(result.header);
     } catch (...) {
-      if (writer) { writer.reset(); unlink(options.trace_path.c_str()); }
+      if (writer) {
+        writer.reset();
+        unlink(options.trace_path.c_str());
+      }
       throw;
     }
   }
@@ -232,7 +240,10 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     session_owner = std::make_shared<ProbeSession>(probe_options, sink);
   } catch (...) {
     // A trace with a header and nothing else would only confuse: remove it.
-    if (writer) { writer.reset(); unlink(options.trace_path.c_str()); }
+    if (writer) {
+      writer.reset();
+      unlink(options.trace_path.c_str());
+    }
     throw;
   }
   ProbeSession& session = *session_owner;
@@ -285,7 +296,10 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     }
     session.poll(timeout_ms);
     uint64_t now = host::monotonic_now_ns();
-    if (g_stop) { result.stop_reason = trace::StopReason::kSignal; break; }
+    if (g_stop) {
+      result.stop_reason = trace::StopReason::kSignal;
+      break;
+    }
     if (options.duration_ms && now - start >= options.duration_ms * util::kNsPerMs) {
       result.stop_reason = trace::StopReason::kDuration;
       break;
@@ -293,7 +307,10 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     if (!options.keep_running) {
       bool all_exited = true;
       for (const auto& w : watches) all_exited = all_exited && w.exited();
-      if (all_exited) { result.stop_reason = trace::StopReason::kTargetExit; break; }
+      if (all_exited) {
+        result.stop_reason = trace::StopReason::kTargetExit;
+        break;
+      }
     }
     if (options.on_wake) options.on_wake(session, now);
     if (attach_caps_kept && !options.children && !options.keep_running && !session.attaches_later()) {
@@ -301,7 +318,11 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
       attach_caps_kept = false;
     }
     if (writer && write_error.empty() && now - last_flush >= interval_ms * util::kNsPerMs) {
-      try { writer->flush(); } catch (const std::exception& e) { write_error = e.what(); }
+      try {
+        writer->flush();
+      } catch (const std::exception& e) {
+        write_error = e.what();
+      }
       last_flush = now;
     }
     progress.tick(now, start, options.duration_ms, status ? status() : "");
@@ -318,13 +339,16 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   result.trailer.stop_reason = result.stop_reason;
   result.trailer.attach_ms = attach_ms;
   result.trailer.probes = session.status();
-  result.trailer.agent = agent_cost(attach_ms, usage_before_attach, usage_attached, attached_ns, usage_stopped,
-                                    stopped_ns, own_usage());
+  result.trailer.agent =
+      agent_cost(attach_ms, usage_before_attach, usage_attached, attached_ns, usage_stopped, stopped_ns, own_usage());
   if (writer && write_error.empty()) {
-    try { writer->finish(trace::to_json(result.trailer)); } catch (const std::exception& e) { write_error = e.what(); }
+    try {
+      writer->finish(trace::to_json(result.trailer));
+    } catch (const std::exception& e) {
+      write_error = e.what();
+    }
   }
-  if (!write_error.empty())
-    result.warnings.push_back(fmt::format("the trace file is incomplete: {}", write_error));
+  if (!write_error.empty()) result.warnings.push_back(fmt::format("the trace file is incomplete: {}", write_error));
   if (result.stop_reason == trace::StopReason::kTargetExit)
     result.warnings.push_back("the target exited; the report covers what was recorded until then");
   result.session = std::move(session_owner);

@@ -22,8 +22,8 @@ class ProbeSession;
 struct RecordOptions {
   std::vector<int> pids;
   bool children = false;
-  uint64_t duration_ms = 0;        // 0 = until a signal or the targets exit
-  std::string trace_path;          // "" = do not write a trace
+  uint64_t duration_ms = 0;  // 0 = until a signal or the targets exit
+  std::string trace_path;    // "" = do not write a trace
   uint32_t ringbuf_bytes = 16u << 20;
   uint32_t sample_hz = kDefaultSampleHz;  // the perf probe's cpu-clock rate per CPU
   // How often the agent wakes in a steady state to read the ring buffer, sample /proc and
@@ -32,7 +32,7 @@ struct RecordOptions {
   // server thread for a stretch and so lengthens about one token gap: fewer of them move the
   // TPOT p99 less (docs/performance.md, "Fewer wake-ups").
   uint64_t read_interval_ms = 4000;
-  std::vector<std::string> probes; // empty = defaults
+  std::vector<std::string> probes;  // empty = defaults
   std::string token_source = "sse";
   bool quiet = false;
   bool verbose = false;
@@ -73,8 +73,7 @@ using StatusLine = std::function<std::string()>;
 
 // Validates the targets, then records. Throws std::invalid_argument for bad targets (usage,
 // exit 1), ProbeError / TraceError / std::runtime_error for runtime failures (exit 2).
-RecordResult record(const RecordOptions& options, const LiveSink& live,
-                    const StatusLine& status = {});
+RecordResult record(const RecordOptions& options, const LiveSink& live, const StatusLine& status = {});
 
 // SIGINT/SIGTERM stop a recording gracefully (the report is still produced).
 void install_stop_signals();

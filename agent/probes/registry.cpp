@@ -22,7 +22,9 @@ const std::vector<ProbeInfo>& probe_registry() {
   static const std::vector<ProbeInfo> registry{
       {"sock", LD_PROBE_SOCK, "socket sends/receives: the token timeline", true, make_sock_probe},
       {"sched", LD_PROBE_SCHED, "scheduler: off-CPU, run-queue waits, wakers, migrations", true, make_sched_probe},
-      {"perf", LD_PROBE_PERF, "on-CPU samples (99 Hz per busy CPU by default, at the scheduler tick) with kernel stacks", true, make_perf_probe},
+      {"perf", LD_PROBE_PERF,
+       "on-CPU samples (99 Hz per busy CPU by default, at the scheduler tick) with kernel stacks", true,
+       make_perf_probe},
       {"memory", LD_PROBE_MEMORY, "mmap/munmap/brk/mremap/madvise times, user page faults", true, make_memory_probe},
       {"disk", LD_PROBE_DISK, "fsync family times with the file, block request latency", true, make_disk_probe},
       {"gil", LD_PROBE_GIL, "Python GIL waits (futex on the GIL's address)", true, make_gil_probe},
@@ -32,9 +34,13 @@ const std::vector<ProbeInfo>& probe_registry() {
       {"reclaim", LD_PROBE_RECLAIM, "direct reclaim and compaction stalls", true, make_reclaim_probe},
       {"cpufreq", LD_PROBE_CPUFREQ, "CPU frequency (power:cpu_frequency or sysfs)", true, make_cpufreq_probe},
       // In the default set: on a target without CUDA it attaches nothing and costs nothing.
-      {"cuda", LD_PROBE_CUDA, "CUDA launches (summed per burst), GPU syncs, copies, allocations (uprobes on libcuda/libcudart)", true, make_cuda_probe},
+      {"cuda", LD_PROBE_CUDA,
+       "CUDA launches (summed per burst), GPU syncs, copies, allocations (uprobes on libcuda/libcudart)", true,
+       make_cuda_probe},
       // In the default set: unavailable without the NVIDIA driver; samples only for CUDA targets.
-      {"nvml", LD_PROBE_NVML, "each GPU's utilisation, SM clock, throttle reasons, memory, temperature, power (NVML, 200 ms)", true, make_nvml_probe},
+      {"nvml", LD_PROBE_NVML,
+       "each GPU's utilisation, SM clock, throttle reasons, memory, temperature, power (NVML, 200 ms)", true,
+       make_nvml_probe},
   };
   return registry;
 }

@@ -10,13 +10,13 @@
 #include <fmt/format.h>
 
 #include "events.h"
-#include "sched_maps.h"
 #include "host/host_facts.hpp"
 #include "probes/kallsyms.hpp"
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
 #include "probes/probe_session.hpp"
 #include "sched.skel.h"
+#include "sched_maps.h"
 #include "util/time.hpp"
 
 namespace ld::probes {
@@ -55,8 +55,7 @@ class SchedProbe : public Probe {
   void finish(const EmitFn& emit) override {
     if (!skel_) return;
     flush_aggregates(emit);
-    user_records_ += emit_kernel_stacks(bpf_map__fd(skel_->maps.ld_sched_stacks), LD_PROBE_SCHED,
-                                        emit);
+    user_records_ += emit_kernel_stacks(bpf_map__fd(skel_->maps.ld_sched_stacks), LD_PROBE_SCHED, emit);
   }
 
   uint64_t user_records() const override { return user_records_; }
@@ -67,15 +66,13 @@ class SchedProbe : public Probe {
                                   : "raw tracepoints sched_switch/sched_waking/sched_wakeup_new/"
                                     "sched_migrate_task";
     if (typed_error_)
-      programs += fmt::format(" (typed ones did not {}: {})", typed_error_stage_,
-                              std::strerror(-typed_error_));
+      programs += fmt::format(" (typed ones did not {}: {})", typed_error_stage_, std::strerror(-typed_error_));
     return fmt::format(
         "{}; "
         "off-CPU >= {} ms itemised with waker, holder, syscall and kernel stack, shorter "
         "ones summed per thread per {} ms{}",
         programs, kOffcpuMinNs / util::kNsPerMs, kAggPeriodNs / util::kNsPerMs,
-        legacy_state_ ? "; kernel < 5.18: a block can read as a preemption when a wake-up races it"
-                      : "");
+        legacy_state_ ? "; kernel < 5.18: a block can read as a preemption when a wake-up races it" : "");
   }
 
  private:
@@ -110,8 +107,7 @@ class SchedProbe : public Probe {
     int err = open_and_load(ctx, true);
     const bool loaded = !err;
     if (loaded) err = attach_all(true);
-    if (err == -EPERM || err == -EACCES)
-      throw_libbpf_error("sched", loaded ? "attaching" : "loading", err);
+    if (err == -EPERM || err == -EACCES) throw_libbpf_error("sched", loaded ? "attaching" : "loading", err);
     if (err) {
       skel_.reset();
       typed_error_ = err;
@@ -142,8 +138,7 @@ class SchedProbe : public Probe {
       err = -errno;
     }
     skel_->links.ld_sched_switch_legacy = bpf_program__attach(skel_->progs.ld_sched_switch_legacy);
-    if (!skel_->links.ld_sched_switch_legacy)
-      throw_libbpf_error("sched", "attaching sched_switch", err ? err : -errno);
+    if (!skel_->links.ld_sched_switch_legacy) throw_libbpf_error("sched", "attaching sched_switch", err ? err : -errno);
     legacy_state_ = true;
   }
 
@@ -177,10 +172,10 @@ class SchedProbe : public Probe {
 
   SkelPtr<sched_bpf, sched_bpf__destroy> skel_;
   uint64_t user_records_ = 0;
-  bool typed_ = false;        // the tp_btf programs run
-  int typed_error_ = 0;       // why they did not load or attach (a libbpf error code), if tried
+  bool typed_ = false;                  // the tp_btf programs run
+  int typed_error_ = 0;                 // why they did not load or attach (a libbpf error code), if tried
   const char* typed_error_stage_ = "";  // "load" or "attach"
-  bool legacy_state_ = false;  // pre-5.18 kernel: the switched-out state re-read from the task
+  bool legacy_state_ = false;           // pre-5.18 kernel: the switched-out state re-read from the task
 #ifdef LD_FAULT_INJECTION
   bool fail_typed_attach_ = false;  // ProbeOptions::faults.sched_typed_attach
 #endif

@@ -42,9 +42,10 @@ class SockProbe : public Probe {
     if (!exits_asked_) socket_layer_ = start_socket_layer(ctx);
     if (socket_layer_) return;
     if (hook == SockHook::SocketLayer)
-      throw ProbeUnavailable(fmt::format("the socket-layer tracepoints did not {} ({}); the "
-                                         "syscall exits were not asked for",
-                                         socket_layer_error_stage_, std::strerror(-socket_layer_error_)));
+      throw ProbeUnavailable(
+          fmt::format("the socket-layer tracepoints did not {} ({}); the "
+                      "syscall exits were not asked for",
+                      socket_layer_error_stage_, std::strerror(-socket_layer_error_)));
     if (int err = open_and_load(ctx, false)) throw_libbpf_error("sock", "loading", err);
     // The exits tail-call the classifier (verified once, not once per syscall).
     const int slot = 0;
@@ -55,15 +56,13 @@ class SockProbe : public Probe {
   }
 
   std::string detail() const override {
-    std::string way =
-        socket_layer_
-            ? "socket-layer tracepoints sock_send_length/sock_recv_length (tp_btf)"
-            : "read/write/readv/writev/sendto/recvfrom/sendmsg/recvmsg syscall exit tracepoints";
+    std::string way = socket_layer_
+                          ? "socket-layer tracepoints sock_send_length/sock_recv_length (tp_btf)"
+                          : "read/write/readv/writev/sendto/recvfrom/sendmsg/recvmsg syscall exit tracepoints";
     if (socket_layer_error_)
       way += fmt::format(" (the socket-layer ones did not {}: {})", socket_layer_error_stage_,
                          std::strerror(-socket_layer_error_));
-    else if (exits_asked_)
-      way += " (asked for: the socket-layer ones not tried)";
+    else if (exits_asked_) way += " (asked for: the socket-layer ones not tried)";
     return way + ", payload classified in-kernel";
   }
 
@@ -77,11 +76,10 @@ class SockProbe : public Probe {
     // sock_id hides kernel addresses: a per-run key mixed into the struct sock pointer.
     skel_->rodata->ld_sock_id_key = sock_id_key_;
     skel_->rodata->ld_follow_children = ctx.options.follow_children;
-    bpf_program* exits[] = {skel_->progs.ld_exit_read,     skel_->progs.ld_exit_write,
-                            skel_->progs.ld_exit_readv,    skel_->progs.ld_exit_writev,
-                            skel_->progs.ld_exit_sendto,   skel_->progs.ld_exit_recvfrom,
-                            skel_->progs.ld_exit_sendmsg,  skel_->progs.ld_exit_recvmsg,
-                            skel_->progs.ld_sock_exit_common};
+    bpf_program* exits[] = {
+        skel_->progs.ld_exit_read,    skel_->progs.ld_exit_write,   skel_->progs.ld_exit_readv,
+        skel_->progs.ld_exit_writev,  skel_->progs.ld_exit_sendto,  skel_->progs.ld_exit_recvfrom,
+        skel_->progs.ld_exit_sendmsg, skel_->progs.ld_exit_recvmsg, skel_->progs.ld_sock_exit_common};
     for (bpf_program* prog : exits) bpf_program__set_autoload(prog, !socket_layer);
     bpf_program__set_autoload(skel_->progs.ld_sock_send_length, socket_layer);
     bpf_program__set_autoload(skel_->progs.ld_sock_recv_length, socket_layer);
@@ -97,8 +95,7 @@ class SockProbe : public Probe {
     int err = open_and_load(ctx, true);
     const bool loaded = !err;
     if (loaded) err = sock_bpf__attach(skel_.get());
-    if (err == -EPERM || err == -EACCES)
-      throw_libbpf_error("sock", loaded ? "attaching" : "loading", err);
+    if (err == -EPERM || err == -EACCES) throw_libbpf_error("sock", loaded ? "attaching" : "loading", err);
     if (err) {
       skel_.reset();
       socket_layer_error_ = err;

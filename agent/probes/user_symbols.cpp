@@ -82,8 +82,8 @@ std::string build_id(Elf* elf) {
 }
 
 // liblzma, loaded when a file has MiniDebugInfo (the agent does not link it).
-using LzmaDecode = int (*)(uint64_t* memlimit, uint32_t flags, const void* allocator, const uint8_t* in,
-                           size_t* in_pos, size_t in_size, uint8_t* out, size_t* out_pos, size_t out_size);
+using LzmaDecode = int (*)(uint64_t* memlimit, uint32_t flags, const void* allocator, const uint8_t* in, size_t* in_pos,
+                           size_t in_size, uint8_t* out, size_t* out_pos, size_t out_size);
 LzmaDecode lzma_decoder() {
   static LzmaDecode fn = [] {
     void* lib = dlopen("liblzma.so.5", RTLD_NOW | RTLD_LOCAL);
@@ -101,8 +101,8 @@ std::string decode_xz(const uint8_t* in, size_t len) {
     std::string out(cap, '\0');
     uint64_t memlimit = UINT64_MAX;
     size_t in_pos = 0, out_pos = 0;
-    const int ret = decode(&memlimit, 0, nullptr, in, &in_pos, len, reinterpret_cast<uint8_t*>(out.data()), &out_pos,
-                           out.size());
+    const int ret =
+        decode(&memlimit, 0, nullptr, in, &in_pos, len, reinterpret_cast<uint8_t*>(out.data()), &out_pos, out.size());
     if (ret == 0) {
       out.resize(out_pos);
       return out;
@@ -170,9 +170,8 @@ std::shared_ptr<const ElfSymbolTable> ElfSymbolTable::load(const std::string& pa
     if (ElfSymbolLoader::add_table(*t, file.elf, SHT_DYNSYM) && t->source_.empty()) t->source_ = ".dynsym";
   }
   auto& syms = t->syms_;
-  std::sort(syms.begin(), syms.end(), [](const Sym& a, const Sym& b) {
-    return a.addr != b.addr ? a.addr < b.addr : a.size > b.size;
-  });
+  std::sort(syms.begin(), syms.end(),
+            [](const Sym& a, const Sym& b) { return a.addr != b.addr ? a.addr < b.addr : a.size > b.size; });
   // Aliases at one address: keep the first (the sized one).
   syms.erase(std::unique(syms.begin(), syms.end(), [](const Sym& a, const Sym& b) { return a.addr == b.addr; }),
              syms.end());

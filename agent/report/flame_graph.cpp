@@ -40,7 +40,7 @@ struct Tree {
     nodes[at].samples += s.samples;
     for (const std::string& label : s.frames) {
       const auto [it, added] = nodes[at].children.try_emplace({s.python, label}, nodes.size());
-      const size_t child = it->second;                       // read before push_back moves the maps
+      const size_t child = it->second;  // read before push_back moves the maps
       if (added) nodes.push_back({label, s.python, 0, {}});
       at = child;
       nodes[at].samples += s.samples;

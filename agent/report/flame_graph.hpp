@@ -11,10 +11,10 @@
 namespace ld::report {
 
 struct FlameGraph {
-  std::string svg;       // the <svg> element; "" for an empty profile
-  size_t boxes = 0;      // boxes drawn: the root ("all") and one per call tree node kept
-  size_t dropped = 0;    // call tree nodes left out, narrower than kMinBoxShare of the width
-  size_t depth = 0;      // rows below the root
+  std::string svg;     // the <svg> element; "" for an empty profile
+  size_t boxes = 0;    // boxes drawn: the root ("all") and one per call tree node kept
+  size_t dropped = 0;  // call tree nodes left out, narrower than kMinBoxShare of the width
+  size_t depth = 0;    // rows below the root
 };
 
 inline constexpr double kMinBoxShare = 0.005;

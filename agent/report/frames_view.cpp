@@ -35,10 +35,10 @@ CellTable outlier_frames_table(const model::Report& r, size_t max_rows) {
     // The first two frames: the function, and what else it ran or was called from.
     for (size_t i = 0; i < o->frames.size() && i < 2; ++i) {
       const model::FrameShare& f = o->frames[i];
-      t.rows.push_back({i == 0 ? fmt::format("{} {} token {}", model::window_kind_name(o->kind), o->request, o->token_index) : "",
-                        i == 0 ? fmt::format("{:.0f}", o->duration_ms) : "",
-                        i == 0 ? std::to_string(o->frame_samples) : "", model::frame_label(f), percent(f.share),
-                        percent(f.typical_share)});
+      t.rows.push_back(
+          {i == 0 ? fmt::format("{} {} token {}", model::window_kind_name(o->kind), o->request, o->token_index) : "",
+           i == 0 ? fmt::format("{:.0f}", o->duration_ms) : "", i == 0 ? std::to_string(o->frame_samples) : "",
+           model::frame_label(f), percent(f.share), percent(f.typical_share)});
     }
   }
   return t;

@@ -11,9 +11,9 @@
 #include <fmt/format.h>
 
 #include "model/cause.hpp"
-#include "report/report.hpp"
 #include "report/flame_graph.hpp"
 #include "report/frames_view.hpp"
+#include "report/report.hpp"
 #include "report/report_view.hpp"
 #include "report/svg.hpp"
 #include "util/time.hpp"
@@ -89,14 +89,11 @@ std::string h(const std::string& text) { return escape_xml(text); }
 std::string color(Cause cause) { return std::string(cause_info(cause).color); }
 std::string id(Cause cause) { return std::string(cause_id(cause)); }
 
-std::string swatch(Cause cause) {
-  return "<span class=\"sw\" style=\"background:" + h(color(cause)) + "\"></span>";
-}
+std::string swatch(Cause cause) { return "<span class=\"sw\" style=\"background:" + h(color(cause)) + "\"></span>"; }
 
 std::string cause_chip(const CauseTime& c) {
   return "<span class=\"chip\" title=\"" + h(std::string(cause_info(c.cause).label)) + "\">" + swatch(c.cause) +
-         h(id(c.cause)) + " " +
-         ms_cell(c.ms) + " ms</span>";
+         h(id(c.cause)) + " " + ms_cell(c.ms) + " ms</span>";
 }
 
 std::string section(const std::string& id, const std::string& title, const std::string& body) {
@@ -115,7 +112,8 @@ std::string table(const std::vector<std::string>& headers, const std::vector<std
   out += "</tr></thead><tbody>\n";
   for (const auto& row : rows) {
     out += "<tr>";
-    for (size_t i = 0; i < row.size(); ++i) out += (numeric.count(i) ? "<td class=\"num\">" : "<td>") + row[i] + "</td>";
+    for (size_t i = 0; i < row.size(); ++i)
+      out += (numeric.count(i) ? "<td class=\"num\">" : "<td>") + row[i] + "</td>";
     out += "</tr>\n";
   }
   return out + "</tbody></table>\n";
@@ -137,8 +135,7 @@ std::string legend(const std::vector<Cause>& causes) {
 // Causes in the vocabulary's order, for legends.
 std::vector<Cause> sorted_causes(const std::set<Cause>& causes) {
   std::vector<Cause> list(causes.begin(), causes.end());
-  std::stable_sort(list.begin(), list.end(),
-                   [](Cause a, Cause b) { return cause_rank(a) < cause_rank(b); });
+  std::stable_sort(list.begin(), list.end(), [](Cause a, Cause b) { return cause_rank(a) < cause_rank(b); });
   return list;
 }
 
@@ -178,10 +175,11 @@ std::string summary_html(const Report& r) {
                {distribution_cells("TTFT", r.ttft_ms), distribution_cells("TPOT (every gap)", r.tpot_ms)},
                {1, 2, 3, 4, 5, 6, 7, 8});
   const Thresholds& t = r.thresholds;
-  out += note(fmt::format("Thresholds from the source article: {} of {} requests had TTFT > {:g} ms (feels stuck); "
-                          "{} of {} gaps > {:g} ms (broken sentence), {} > {:g} ms (spike).",
-                          r.over_thresholds.ttft_stuck, r.requests, t.ttft_stuck_ms, r.over_thresholds.gaps_broken,
-                          r.gaps, t.gap_broken_ms, r.over_thresholds.gaps_spike, t.gap_spike_ms));
+  out +=
+      note(fmt::format("Thresholds from the source article: {} of {} requests had TTFT > {:g} ms (feels stuck); "
+                       "{} of {} gaps > {:g} ms (broken sentence), {} > {:g} ms (spike).",
+                       r.over_thresholds.ttft_stuck, r.requests, t.ttft_stuck_ms, r.over_thresholds.gaps_broken, r.gaps,
+                       t.gap_broken_ms, r.over_thresholds.gaps_spike, t.gap_spike_ms));
   if (r.requests == 0) {
     out += "<p class=\"warn-box\">" +
            h(r.token_source == "sse"
@@ -251,15 +249,15 @@ void draw_outlier(Svg& svg, const Outlier& o, const LinearScale& x, double y, do
   if (parts.empty() || !(total > 0)) svg.rect(x0, y, x1 - x0, height, color(Cause::kUnknown), tip);
 }
 
-void draw_request_lane(Svg& svg, const RequestRow& row, const LinearScale& x, double y, double height,
-                       size_t stride, const Report& r) {
+void draw_request_lane(Svg& svg, const RequestRow& row, const LinearScale& x, double y, double height, size_t stride,
+                       const Report& r) {
   if (row.token_mono_ns.empty()) return;
   const double start = x(seconds_after_start(r, row.start_mono_ns));
   const double first = x(seconds_after_start(r, row.token_mono_ns.front()));
   const double last = x(seconds_after_start(r, row.token_mono_ns.back()));
-  const std::string tip = fmt::format("request {}: TTFT {} ms, {} tokens, TPOT median {} ms, max {} ms", row.id,
-                                      ms_cell(row.ttft_ms), row.tokens, ms_cell(row.tpot_median_ms),
-                                      ms_cell(row.tpot_max_ms));
+  const std::string tip =
+      fmt::format("request {}: TTFT {} ms, {} tokens, TPOT median {} ms, max {} ms", row.id, ms_cell(row.ttft_ms),
+                  row.tokens, ms_cell(row.tpot_median_ms), ms_cell(row.tpot_max_ms));
   svg.rect(start, y, std::max(last - start, 1.0), height, "#e3e9f0", tip);
   svg.rect(start, y, std::max(first - start, 1.0), height, "#a9b8ca", tip);
   for (size_t i = 0; i < row.token_mono_ns.size(); i += stride) {
@@ -310,12 +308,14 @@ std::string timeline_html(const Report& r) {
   out += "</figcaption></figure>\n";
   if (sample.downsampled || sample.token_stride > 1) {
     std::string what = fmt::format("Large trace: showing {} of {} requests", lanes, r.request_rows.size());
-    if (sample.outlier_requests) what += fmt::format(" (all {} with an outlier, and evenly spaced others)", sample.outlier_requests);
+    if (sample.outlier_requests)
+      what += fmt::format(" (all {} with an outlier, and evenly spaced others)", sample.outlier_requests);
     if (sample.token_stride > 1) what += fmt::format("; one token mark in {}", sample.token_stride);
     out += note(what + ". Every outlier is drawn.");
   }
-  out += note("One row per request, by start time. Outlier windows are split left to right by the share of each "
-              "cause; hover for the numbers.");
+  out += note(
+      "One row per request, by start time. Outlier windows are split left to right by the share of each "
+      "cause; hover for the numbers.");
   return section("timeline", "Token timeline", out);
 }
 
@@ -384,11 +384,11 @@ std::string tpot_html(const Report& r) {
   draw_thresholds(svg, hist_area, x, r.thresholds);
   svg.x_axis(hist_area, x, nice_ticks(0, hist.hi, 10), "gap between tokens, ms");
   svg.y_axis(hist_area, y, nice_ticks(0, y.d1, 5), "gaps");
-  const std::string caption =
-      fmt::format("{} gaps · median {} ms · sd {} ms · mean {} ms · P90 {} ms · P99 {} ms · max {} ms. Box: P25–P75 "
-                  "with the median; whiskers reach the last gap within 1.5 IQR; dots are the gaps beyond.",
-                  gaps.size(), ms_cell(box.p50), ms_cell(box.sd), ms_cell(box.mean), ms_cell(r.tpot_ms.p90),
-                  ms_cell(r.tpot_ms.p99), ms_cell(r.tpot_ms.max));
+  const std::string caption = fmt::format(
+      "{} gaps · median {} ms · sd {} ms · mean {} ms · P90 {} ms · P99 {} ms · max {} ms. Box: P25–P75 "
+      "with the median; whiskers reach the last gap within 1.5 IQR; dots are the gaps beyond.",
+      gaps.size(), ms_cell(box.p50), ms_cell(box.sd), ms_cell(box.mean), ms_cell(r.tpot_ms.p90), ms_cell(r.tpot_ms.p99),
+      ms_cell(r.tpot_ms.max));
   return section("tpot", "TPOT distribution",
                  "<figure>" + svg.str() + "<figcaption>" + h(caption) + "</figcaption></figure>\n");
 }
@@ -428,7 +428,8 @@ std::string ttft_html(const Report& r) {
   for (size_t i = 0; i < points.size(); ++i) {
     const TtftPoint& p = points[i];
     auto it = outliers.find(p.row->id);
-    const std::string tip = fmt::format("request {}: {} {}, TTFT {} ms", p.row->id, p.input, measure, ms_cell(p.ttft_ms));
+    const std::string tip =
+        fmt::format("request {}: {} {}, TTFT {} ms", p.row->id, p.input, measure, ms_cell(p.ttft_ms));
     if (it != outliers.end()) {
       const Cause cause = dominant_cause(*it->second);
       causes.insert(cause);
@@ -445,8 +446,8 @@ std::string ttft_html(const Report& r) {
       curve.emplace_back(x(in), y(std::clamp(fitted_ttft_ms(r.ttft_fit, in), 0.0, y.d1)));
     }
     svg.polyline(curve, "#d55e00", 2);
-    caption = fmt::format("Fit: TTFT ≈ {:.3g}·√input + {:.3g} ms (R² {:.2f}, {} requests, input in {}). ",
-                          r.ttft_fit.a, r.ttft_fit.b, r.ttft_fit.r2, r.ttft_fit.n, r.ttft_fit.input);
+    caption = fmt::format("Fit: TTFT ≈ {:.3g}·√input + {:.3g} ms (R² {:.2f}, {} requests, input in {}). ", r.ttft_fit.a,
+                          r.ttft_fit.b, r.ttft_fit.r2, r.ttft_fit.n, r.ttft_fit.input);
   } else {
     caption = no_fit_reason(r) + " ";
   }
@@ -471,8 +472,9 @@ void draw_share_bar(Svg& svg, const CauseTotals& totals, const std::string& labe
     const double w = width * c.share;
     svg.rect(at, y, w, 24, color(c.cause),
              fmt::format("{}: {} ms ({:.0f}%)", cause_id(c.cause), ms_cell(c.ms), c.share * 100));
-    if (w > 38) svg.text(at + w / 2, y + 16, fmt::format("{:.0f}%", c.share * 100), "middle",
-                                 cause_color_is_light(c.cause) ? "" : "in");
+    if (w > 38)
+      svg.text(at + w / 2, y + 16, fmt::format("{:.0f}%", c.share * 100), "middle",
+               cause_color_is_light(c.cause) ? "" : "in");
     at += w;
   }
 }
@@ -492,13 +494,14 @@ std::string causes_html(const Report& r) {
   }
   std::string out = "<figure>" + svg.str() + "</figure>\n";
   out += table(b.headers(), rows, {2, 3, 4});
-  if (!r.attributed) out += note("The trace has no evidence probes (only sock): causes are unknown. Record with --probes all.");
+  if (!r.attributed)
+    out += note("The trace has no evidence probes (only sock): causes are unknown. Record with --probes all.");
   if (r.periodicity.found) {
-    out += "<p class=\"warn-box\">" +
-           h(fmt::format("Outliers recur every {:.1f} s ({} on that grid){}.", r.periodicity.period_s,
-                         r.periodicity.outliers,
-                         r.periodicity.coincides.empty() ? "" : ": " + r.periodicity.coincides)) +
-           "</p>\n";
+    out +=
+        "<p class=\"warn-box\">" +
+        h(fmt::format("Outliers recur every {:.1f} s ({} on that grid){}.", r.periodicity.period_s,
+                      r.periodicity.outliers, r.periodicity.coincides.empty() ? "" : ": " + r.periodicity.coincides)) +
+        "</p>\n";
   }
   return section("causes", "Where the time went", out);
 }
@@ -522,7 +525,8 @@ std::string outliers_html(const Report& r) {
                     fmt::format("{:.3f}", seconds_after_start(r, o.end_mono_ns)), ms_cell(o.duration_ms),
                     ms_cell(o.baseline_ms), causes.empty() ? "<span class=\"note\">unknown</span>" : causes, evidence});
   }
-  std::string out = table({"kind", "request", "token", "at s", "ms", "baseline ms", "causes", "evidence"}, rows, {2, 3, 4, 5});
+  std::string out =
+      table({"kind", "request", "token", "at s", "ms", "baseline ms", "causes", "evidence"}, rows, {2, 3, 4, 5});
   if (sorted.size() > kMaxTableRows)
     out += note(fmt::format("The {} longest of {} outliers; the JSON report has all.", kMaxTableRows, sorted.size()));
   return section("outliers", fmt::format("Outliers ({})", r.outliers.size()), out);
@@ -542,7 +546,8 @@ std::string requests_html(const Report& r) {
     rows.push_back(escaped(request_cells(r, r.request_rows[i])));
   std::string out = table(request_headers(), rows, {1, 2, 3, 4, 5, 6, 7, 8});
   if (r.request_rows.size() > kMaxTableRows)
-    out += note(fmt::format("The first {} of {} requests; the JSON report has all.", kMaxTableRows, r.request_rows.size()));
+    out += note(
+        fmt::format("The first {} of {} requests; the JSON report has all.", kMaxTableRows, r.request_rows.size()));
   return section("requests", "Requests", out);
 }
 
@@ -576,7 +581,8 @@ std::string client_join_html(const Report& r) {
 
 std::string environment_html(const Report& r) {
   std::string out = "<table class=\"kv\"><tbody>\n";
-  for (const EnvRow& row : environment_rows(r)) out += "<tr><th>" + h(row.label) + "</th><td>" + h(row.value) + "</td></tr>\n";
+  for (const EnvRow& row : environment_rows(r))
+    out += "<tr><th>" + h(row.label) + "</th><td>" + h(row.value) + "</td></tr>\n";
   return section("environment", "Environment", out + "</tbody></table>\n");
 }
 
@@ -584,12 +590,14 @@ std::string probes_html(const Report& r) {
   if (r.probes.empty()) return "";
   std::vector<std::vector<std::string>> rows;
   for (const ProbeStatus& p : r.probes)
-    rows.push_back({h(p.name), h(std::string(p.status_name())), std::to_string(p.events), std::to_string(p.lost), h(p.reason)});
+    rows.push_back(
+        {h(p.name), h(std::string(p.status_name())), std::to_string(p.events), std::to_string(p.lost), h(p.reason)});
   std::string out = table({"probe", "status", "events", "lost", "reason"}, rows, {2, 3});
   if (const uint64_t lost = lost_events(r))
     out += "<p class=\"warn-box\">" +
            h(fmt::format("{} events were lost (ring buffer full): tokens or evidence may be missing. Raise "
-                         "--ringbuf-size.", lost)) +
+                         "--ringbuf-size.",
+                         lost)) +
            "</p>\n";
   if (const std::string cost = agent_cost_text(r.agent); !cost.empty()) out += "<p>" + h(cost) + ".</p>\n";
   return section("probes", "Probes", out);
@@ -611,8 +619,8 @@ std::string flame_html(const Report& r) {
       "each row one call deeper; a box is as wide as its share of the samples. Warm colours: native "
       "code; blue: Python (a sample with a Python stack shows its Python frames only).",
       r.outlier_flame.samples);
-  if (g.dropped) caption += fmt::format(" {} boxes narrower than {:g}% of the width are left out.", g.dropped,
-                                        kMinBoxShare * 100);
+  if (g.dropped)
+    caption += fmt::format(" {} boxes narrower than {:g}% of the width are left out.", g.dropped, kMinBoxShare * 100);
   if (r.outlier_flame.stacks.back().frames == std::vector<std::string>{kOtherStacks})
     caption += fmt::format(" The rarest stacks are summed in {}.", kOtherStacks);
   return "<figure>" + g.svg + "<figcaption>" + h(caption + " Hover for the numbers.") + "</figcaption></figure>\n";
@@ -634,14 +642,15 @@ std::string frames_html(const Report& r) {
 }  // namespace
 
 std::string render_html(const Report& report) {
-  std::string out = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-                    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-                    // Defence in depth: even markup that slipped past escaping could neither run
-                    // nor fetch anything.
-                    "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-                    "style-src 'unsafe-inline'\">\n"
-                    "<meta name=\"generator\" content=\"latency-doctor " LD_VERSION "\">\n<title>" +
-                    h(title_of(report)) + "</title>\n<style>" + kStyle + "</style></head>\n<body><main>\n";
+  std::string out =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+      // Defence in depth: even markup that slipped past escaping could neither run
+      // nor fetch anything.
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+      "style-src 'unsafe-inline'\">\n"
+      "<meta name=\"generator\" content=\"latency-doctor " LD_VERSION "\">\n<title>" +
+      h(title_of(report)) + "</title>\n<style>" + kStyle + "</style></head>\n<body><main>\n";
   out += header_html(report);
   out += summary_html(report);
   out += findings_html(report);

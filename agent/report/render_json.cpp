@@ -413,9 +413,7 @@ J report_json(const Report& report) {
 
 nlohmann::json to_json(const Report& report) { return report_json<nlohmann::json>(report); }
 
-nlohmann::ordered_json finding_to_json(const Finding& finding) {
-  return finding_json<nlohmann::ordered_json>(finding);
-}
+nlohmann::ordered_json finding_to_json(const Finding& finding) { return finding_json<nlohmann::ordered_json>(finding); }
 
 std::string render_json(const Report& report) {
   // Strings from token logs and targets (ids, comm) are not guaranteed UTF-8: replace, never throw.

@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "model/cause.hpp"
-#include "report/report.hpp"
 #include "report/frames_view.hpp"
+#include "report/report.hpp"
 #include "report/report_view.hpp"
 #include "report/svg.hpp"
 #include "util/time.hpp"
@@ -87,17 +87,19 @@ std::string summary_md(const Report& r) {
                {distribution_cells("TTFT", r.ttft_ms), distribution_cells("TPOT (every gap)", r.tpot_ms)},
                {1, 2, 3, 4, 5, 6, 7, 8});
   const Thresholds& t = r.thresholds;
-  out += fmt::format("- TTFT > {:g} ms (feels stuck): {} of {} requests\n", t.ttft_stuck_ms, r.over_thresholds.ttft_stuck,
-                     r.requests);
+  out += fmt::format("- TTFT > {:g} ms (feels stuck): {} of {} requests\n", t.ttft_stuck_ms,
+                     r.over_thresholds.ttft_stuck, r.requests);
   out += fmt::format("- gap > {:g} ms (broken sentence): {} of {} gaps\n", t.gap_broken_ms,
                      r.over_thresholds.gaps_broken, r.gaps);
-  out += fmt::format("- gap > {:g} ms (spike): {} of {} gaps\n\n", t.gap_spike_ms, r.over_thresholds.gaps_spike, r.gaps);
+  out +=
+      fmt::format("- gap > {:g} ms (spike): {} of {} gaps\n\n", t.gap_spike_ms, r.over_thresholds.gaps_spike, r.gaps);
   return out;
 }
 
 std::string finding_md(const Finding& f) {
   std::string out = "### [" + md(f.severity) + "] " + md(f.title) + "\n\n";
-  out += "cause: " + md(std::string(cause_id(f.cause))) + " · rule: " + md(f.rule) + "\n\n";  // no code spans: escapes show there
+  out += "cause: " + md(std::string(cause_id(f.cause))) + " · rule: " + md(f.rule) +
+         "\n\n";  // no code spans: escapes show there
   if (!f.evidence.empty()) out += md(f.evidence) + "\n\n";
   if (!f.remedy.empty()) out += "**Remedy:** " + md(f.remedy) + "\n\n";
   if (!f.sysctl.empty()) {
@@ -128,9 +130,10 @@ std::string causes_md(const Report& r) {
   if (!rows.empty()) out += table(b.headers(), rows, {2, 3, 4});
   if (!r.attributed) out += "The trace has no evidence probes: causes are unknown (record with `--probes all`).\n\n";
   if (r.periodicity.found) {
-    out += md(fmt::format("Outliers recur every {:.1f} s ({} on that grid){}.", r.periodicity.period_s,
-                          r.periodicity.outliers, r.periodicity.coincides.empty() ? "" : ": " + r.periodicity.coincides)) +
-           "\n\n";
+    out +=
+        md(fmt::format("Outliers recur every {:.1f} s ({} on that grid){}.", r.periodicity.period_s,
+                       r.periodicity.outliers, r.periodicity.coincides.empty() ? "" : ": " + r.periodicity.coincides)) +
+        "\n\n";
   }
   return out;
 }
@@ -171,7 +174,8 @@ std::string tpot_md(const Report& r) {
   uint64_t top = hist.above;
   for (uint64_t c : hist.counts) top = std::max(top, c);
   auto bar = [&](uint64_t count) {
-    const auto cells = static_cast<size_t>(std::ceil(static_cast<double>(count) * kBarWidth / static_cast<double>(std::max<uint64_t>(top, 1))));
+    const auto cells = static_cast<size_t>(
+        std::ceil(static_cast<double>(count) * kBarWidth / static_cast<double>(std::max<uint64_t>(top, 1))));
     std::string out;
     for (size_t i = 0; i < cells; ++i) out += "█";
     return out;
@@ -179,7 +183,8 @@ std::string tpot_md(const Report& r) {
   std::vector<std::vector<std::string>> rows;
   for (size_t i = 0; i < hist.counts.size(); ++i) {
     const double lo = hist.bin_width * static_cast<double>(i);
-    rows.push_back({ms_cell(lo) + "–" + ms_cell(lo + hist.bin_width), std::to_string(hist.counts[i]), bar(hist.counts[i])});
+    rows.push_back(
+        {ms_cell(lo) + "–" + ms_cell(lo + hist.bin_width), std::to_string(hist.counts[i]), bar(hist.counts[i])});
   }
   if (hist.above) rows.push_back({"> " + ms_cell(hist.hi), std::to_string(hist.above), bar(hist.above)});
   out += table({"gap ms", "gaps", ""}, rows, {1});
@@ -217,7 +222,8 @@ std::string requests_md(const Report& r) {
     rows.push_back(escaped(request_cells(r, r.request_rows[i])));
   std::string out = "## Requests\n\n" + table(request_headers(), rows, {1, 2, 3, 4, 5, 6, 7, 8});
   if (r.request_rows.size() > kMaxRequestRows)
-    out += fmt::format("The first {} of {} requests; the JSON report has all.\n\n", kMaxRequestRows, r.request_rows.size());
+    out += fmt::format("The first {} of {} requests; the JSON report has all.\n\n", kMaxRequestRows,
+                       r.request_rows.size());
   return out;
 }
 
@@ -262,12 +268,14 @@ std::string probes_md(const Report& r) {
   if (r.probes.empty()) return "";
   std::vector<std::vector<std::string>> rows;
   for (const ProbeStatus& p : r.probes)
-    rows.push_back({md(p.name), md(std::string(p.status_name())), std::to_string(p.events), std::to_string(p.lost), md(p.reason)});
+    rows.push_back(
+        {md(p.name), md(std::string(p.status_name())), std::to_string(p.events), std::to_string(p.lost), md(p.reason)});
   std::string out = "## Probes\n\n" + table({"probe", "status", "events", "lost", "reason"}, rows, {2, 3});
   if (const uint64_t lost = lost_events(r))
-    out += fmt::format("**{} events were lost** (ring buffer full): tokens or evidence may be missing; raise "
-                       "`--ringbuf-size`.\n\n",
-                       lost);
+    out += fmt::format(
+        "**{} events were lost** (ring buffer full): tokens or evidence may be missing; raise "
+        "`--ringbuf-size`.\n\n",
+        lost);
   if (const std::string cost = agent_cost_text(r.agent); !cost.empty()) out += md(cost) + ".\n\n";
   return out;
 }
@@ -283,8 +291,9 @@ std::string warnings_md(const Report& r) {
 std::string frames_md(const Report& r) {
   const CellTable outliers = outlier_frames_table(r, kMaxTableRows), typical = typical_frames_table(r);
   if (outliers.rows.empty() && typical.rows.empty()) return "";
-  std::string out = "## What the slow tokens ran\n\nUser-space functions of the on-CPU samples, as a share of the "
-                    "window's samples.\n\n";
+  std::string out =
+      "## What the slow tokens ran\n\nUser-space functions of the on-CPU samples, as a share of the "
+      "window's samples.\n\n";
   if (auto head = frames_headline(r); !head.empty()) out += "Slow tokens ran " + md(head) + ".\n\n";
   if (!outliers.rows.empty()) out += cell_table_md(outliers);
   if (!typical.rows.empty()) out += cell_table_md(typical);

@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <set>
 #include <map>
+#include <set>
 #include <string>
 
 #include <fmt/format.h>
@@ -100,7 +100,8 @@ void write_names(EventWriter& w, const Report& r, const ThreadSet& threads) {
   for (const auto& [pid, tid] : threads) {
     std::string name = tid == kUnknownThreadTid ? "tokens (sending thread unknown)" : names[tid];
     if (name.empty()) name = tid == pid ? "main thread" : "thread";
-    w.add(metadata("thread_name", pid, tid, {{"name", fmt::format("{} {}", name, tid == kUnknownThreadTid ? pid : tid)}}));
+    w.add(metadata("thread_name", pid, tid,
+                   {{"name", fmt::format("{} {}", name, tid == kUnknownThreadTid ? pid : tid)}}));
   }
 }
 
@@ -108,39 +109,57 @@ void write_thread_states(EventWriter& w, const model::ThreadTracks& tracks) {
   for (const auto& t : tracks.threads) {
     for (const auto& s : t.slices) {
       const std::string state = model::thread_state_name(s.state);
-      json ev = {{"ph", "X"}, {"cat", "sched"}, {"pid", t.tgid}, {"tid", t.tid}, {"ts", ns_to_us(s.start_ns)},
+      json ev = {{"ph", "X"},
+                 {"cat", "sched"},
+                 {"pid", t.tgid},
+                 {"tid", t.tid},
+                 {"ts", ns_to_us(s.start_ns)},
                  {"dur", ns_to_us(s.end_ns - s.start_ns)}};
       // The slice's name is what the UI prints on it: say what a blocked thread waited in.
-      ev["name"] = s.state == model::ThreadState::kBlocked && !s.detail.empty()
-                       ? s.detail.substr(0, s.detail.find(';'))
-                       : state;
+      ev["name"] =
+          s.state == model::ThreadState::kBlocked && !s.detail.empty() ? s.detail.substr(0, s.detail.find(';')) : state;
       ev["args"] = {{"state", state}, {"detail", s.detail}};
       w.add(ev);
     }
   }
 }
 
-void write_tokens(EventWriter& w, const Report& r, const ProcessMap& processes,
-                  ThreadSet& threads) {
+void write_tokens(EventWriter& w, const Report& r, const ProcessMap& processes, ThreadSet& threads) {
   for (const RequestRow& row : r.request_rows) {
     for (size_t i = 0; i < row.token_mono_ns.size(); ++i) {
       const uint32_t sender = i < row.token_tid.size() ? row.token_tid[i] : 0;
       const uint32_t tid = sender ? sender : kUnknownThreadTid;
       const uint32_t pid = processes.tgid(sender, row.id);
       threads.insert({pid, tid});
-      w.add({{"ph", "i"}, {"s", "t"}, {"cat", "token"}, {"name", i == 0 ? "first token" : "token"},
-             {"pid", pid}, {"tid", tid}, {"ts", ns_to_us(row.token_mono_ns[i])},
+      w.add({{"ph", "i"},
+             {"s", "t"},
+             {"cat", "token"},
+             {"name", i == 0 ? "first token" : "token"},
+             {"pid", pid},
+             {"tid", tid},
+             {"ts", ns_to_us(row.token_mono_ns[i])},
              {"args", {{"request", row.id}, {"index", i}}}});
     }
   }
 }
 
 // An async slice: a begin and an end event sharing cat and id.
-void write_async(EventWriter& w, const std::string& cat, const std::string& id, const std::string& name,
-                 uint32_t pid, uint32_t tid, uint64_t start_ns, uint64_t end_ns, const json& args) {
-  w.add({{"ph", "b"}, {"cat", cat}, {"id", id}, {"name", name}, {"pid", pid}, {"tid", tid},
-         {"ts", ns_to_us(start_ns)}, {"args", args}});
-  w.add({{"ph", "e"}, {"cat", cat}, {"id", id}, {"name", name}, {"pid", pid}, {"tid", tid},
+void write_async(EventWriter& w, const std::string& cat, const std::string& id, const std::string& name, uint32_t pid,
+                 uint32_t tid, uint64_t start_ns, uint64_t end_ns, const json& args) {
+  w.add({{"ph", "b"},
+         {"cat", cat},
+         {"id", id},
+         {"name", name},
+         {"pid", pid},
+         {"tid", tid},
+         {"ts", ns_to_us(start_ns)},
+         {"args", args}});
+  w.add({{"ph", "e"},
+         {"cat", cat},
+         {"id", id},
+         {"name", name},
+         {"pid", pid},
+         {"tid", tid},
          {"ts", ns_to_us(std::max(start_ns, end_ns))}});
 }
 
@@ -152,8 +171,11 @@ void write_requests(EventWriter& w, const Report& r, const ProcessMap& processes
     const uint32_t pid = processes.tgid(sender, row.id);
     write_async(w, "request", fmt::format("request-{}", k), "request", pid, sender ? sender : kUnknownThreadTid,
                 row.start_mono_ns, row.token_mono_ns.back(),
-                {{"request", row.id}, {"ttft_ms", row.ttft_ms}, {"tokens", row.tokens},
-                 {"input_bytes", row.input_bytes}, {"tpot_median_ms", std::isfinite(row.tpot_median_ms) ? json(row.tpot_median_ms) : json(nullptr)}});
+                {{"request", row.id},
+                 {"ttft_ms", row.ttft_ms},
+                 {"tokens", row.tokens},
+                 {"input_bytes", row.input_bytes},
+                 {"tpot_median_ms", std::isfinite(row.tpot_median_ms) ? json(row.tpot_median_ms) : json(nullptr)}});
   }
 }
 
@@ -165,12 +187,18 @@ void write_outliers(EventWriter& w, const Report& r, const ProcessMap& processes
       causes.push_back({{"cause", cause_id(c.cause)}, {"ms", c.ms}, {"share", c.share}, {"evidence", c.evidence}});
     const Cause main_cause = dominant_cause(o);
     // One name per kind and main cause: the UI makes a track per async name.
-    const std::string name = (o.kind == WindowKind::kTtft ? "slow first token: " : "slow gap: ") + std::string(cause_id(main_cause));
+    const std::string name =
+        (o.kind == WindowKind::kTtft ? "slow first token: " : "slow gap: ") + std::string(cause_id(main_cause));
     write_async(w, "outlier", fmt::format("outlier-{}", k), name, processes.tgid(o.tid, o.request),
                 o.tid ? o.tid : kUnknownThreadTid, o.start_mono_ns, o.end_mono_ns,
-                {{"kind", std::string(window_kind_name(o.kind))}, {"request", o.request}, {"token_index", o.token_index},
-                 {"duration_ms", o.duration_ms}, {"baseline_ms", o.baseline_ms}, {"causes", causes},
-                 {"summary", causes_summary(o.causes)}, {"colour", cause_info(main_cause).color}});
+                {{"kind", std::string(window_kind_name(o.kind))},
+                 {"request", o.request},
+                 {"token_index", o.token_index},
+                 {"duration_ms", o.duration_ms},
+                 {"baseline_ms", o.baseline_ms},
+                 {"causes", causes},
+                 {"summary", causes_summary(o.causes)},
+                 {"colour", cause_info(main_cause).color}});
   }
 }
 

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "report/report.hpp"
 #include "report/frames_view.hpp"
+#include "report/report.hpp"
 #include "report/report_view.hpp"
 #include "report/text_table.hpp"
 #include "util/time.hpp"
@@ -47,9 +47,8 @@ std::string header_section(const Report& r) {
   out += kIndent + "target   " + target_line(r.target) + "\n";
   const std::string start = r.start_unix_ns == 0 ? "start unknown" : utc_time(r.start_unix_ns);
   out += kIndent + "window   " + start + ", " + duration_text(r.duration_ms) + "\n";
-  const std::string source = is_token_log(r)
-                                 ? "token log " + printable(r.token_source.substr(6))
-                                 : "SSE data events in the target's socket sends";
+  const std::string source = is_token_log(r) ? "token log " + printable(r.token_source.substr(6))
+                                             : "SSE data events in the target's socket sends";
   out += kIndent + "tokens   " + source + "\n";
   return out;
 }
@@ -72,11 +71,10 @@ std::string side_counts(const Report& r) {
 }
 
 std::string distribution_table(const Report& r) {
-  TextTable table({{"", Align::kLeft}, {"n"}, {"p50"}, {"p90"}, {"p95"}, {"p99"}, {"max"},
-                   {"mean"}, {"sd"}});
+  TextTable table({{"", Align::kLeft}, {"n"}, {"p50"}, {"p90"}, {"p95"}, {"p99"}, {"max"}, {"mean"}, {"sd"}});
   auto add = [&](const std::string& name, const model::Distribution& d) {
-    table.add_row({name, std::to_string(d.count), ms_cell(d.p50), ms_cell(d.p90), ms_cell(d.p95),
-                   ms_cell(d.p99), ms_cell(d.max), ms_cell(d.mean), ms_cell(d.stddev)});
+    table.add_row({name, std::to_string(d.count), ms_cell(d.p50), ms_cell(d.p90), ms_cell(d.p95), ms_cell(d.p99),
+                   ms_cell(d.max), ms_cell(d.mean), ms_cell(d.stddev)});
   };
   add("TTFT ms", r.ttft_ms);
   add("TPOT ms", r.tpot_ms);  // p50 of the gaps is the median the article asks for
@@ -141,7 +139,8 @@ std::string client_join_section(const Report& r) {
   if (c.matched == 0) return out + kIndent + "no request of the log matches one the server served (see the warnings)\n";
   out += text_table(client_join_summary_table(r), false).render(kIndent);
   out += kIndent + client_join_note(r) + "\n";
-  out += kIndent + "per request (ms)\n" + text_table(client_join_requests_table(r, kMaxJoinedRows), true).render(kIndent);
+  out +=
+      kIndent + "per request (ms)\n" + text_table(client_join_requests_table(r, kMaxJoinedRows), true).render(kIndent);
   if (c.requests.size() > kMaxJoinedRows)
     out += kIndent + fmt::format("… {} more (use --format json)\n", c.requests.size() - kMaxJoinedRows);
   return out;
@@ -153,8 +152,8 @@ std::string no_requests_hint(const Report& r) {
     out = kIndent + "no requests with tokens in the token log: check the warnings below; each line must be\n" +
           kIndent + "{\"request\":\"ID\",\"event\":\"start|token|end\",\"t_ns\":N}\n";
   } else {
-    out = kIndent + "no streaming responses seen: is the server using TLS, HTTP/2, or a unix socket?\n" +
-          kIndent + "try --tokens jsonl:FILE with token times logged by the application or the client\n";
+    out = kIndent + "no streaming responses seen: is the server using TLS, HTTP/2, or a unix socket?\n" + kIndent +
+          "try --tokens jsonl:FILE with token times logged by the application or the client\n";
   }
   return out;
 }
@@ -174,16 +173,24 @@ std::string row_notes(const RequestRow& row, const Thresholds& t) {
 }
 
 std::string requests_section(const Report& r) {
-  TextTable table({{"id", Align::kLeft}, {"start s"}, {"in bytes"}, {"in tok"}, {"ttft ms"},
-                   {"tokens"}, {"tpot med ms"}, {"tpot sd ms"}, {"tpot max ms"}, {"notes", Align::kLeft}});
+  TextTable table({{"id", Align::kLeft},
+                   {"start s"},
+                   {"in bytes"},
+                   {"in tok"},
+                   {"ttft ms"},
+                   {"tokens"},
+                   {"tpot med ms"},
+                   {"tpot sd ms"},
+                   {"tpot max ms"},
+                   {"notes", Align::kLeft}});
   const size_t shown = std::min(r.request_rows.size(), kMaxRequestRows);
   for (size_t i = 0; i < shown; ++i) {
     const RequestRow& row = r.request_rows[i];
     const double start_s = util::offset_s(row.start_unix_ns, r.start_unix_ns);
     table.add_row({row.id, fmt::format("{:.3f}", start_s), std::to_string(row.input_bytes),
-                   row.input_tokens >= 0 ? std::to_string(row.input_tokens) : "-",
-                   ms_cell(row.ttft_ms), std::to_string(row.tokens), ms_cell(row.tpot_median_ms),
-                   ms_cell(row.tpot_stddev_ms), ms_cell(row.tpot_max_ms), row_notes(row, r.thresholds)});
+                   row.input_tokens >= 0 ? std::to_string(row.input_tokens) : "-", ms_cell(row.ttft_ms),
+                   std::to_string(row.tokens), ms_cell(row.tpot_median_ms), ms_cell(row.tpot_stddev_ms),
+                   ms_cell(row.tpot_max_ms), row_notes(row, r.thresholds)});
   }
   std::string out = "requests (start = seconds after the window start)\n" + table.render(kIndent);
   if (r.request_rows.size() > shown) {
@@ -215,11 +222,12 @@ std::string fit_line(const Report& r) {
 }
 
 std::string outliers_section(const Report& r) {
-  if (r.outliers.empty()) return r.request_rows.empty() ? "" : "outliers: none (no slow first token or gap)\n" + fit_line(r);
+  if (r.outliers.empty())
+    return r.request_rows.empty() ? "" : "outliers: none (no slow first token or gap)\n" + fit_line(r);
   std::string out = fmt::format("outliers ({}, baseline = the typical gap or the fitted TTFT)\n", r.outliers.size());
   for (const Outlier& o : r.outliers) {
-    out += kIndent + fmt::format("{} {} token {}: {} ms (baseline {} ms)", window_kind_name(o.kind), printable(o.request),
-                                 o.token_index, ms_cell(o.duration_ms), ms_cell(o.baseline_ms));
+    out += kIndent + fmt::format("{} {} token {}: {} ms (baseline {} ms)", window_kind_name(o.kind),
+                                 printable(o.request), o.token_index, ms_cell(o.duration_ms), ms_cell(o.baseline_ms));
     if (!o.causes.empty()) out += " = " + cause_list(o.causes, true);
     out += "\n";
     if (!o.activity.empty()) out += kIndent + kIndent + "the thread: " + printable(activity_text(o.activity)) + "\n";
@@ -247,17 +255,17 @@ std::string findings_section(const std::vector<Finding>& findings) {
 
 std::string probes_section(const std::vector<ProbeStatus>& probes, const AgentCost& agent) {
   if (probes.empty()) return "";
-  TextTable table({{"name", Align::kLeft}, {"status", Align::kLeft}, {"events"}, {"lost"},
-                   {"reason", Align::kLeft}});
+  TextTable table({{"name", Align::kLeft}, {"status", Align::kLeft}, {"events"}, {"lost"}, {"reason", Align::kLeft}});
   for (const ProbeStatus& p : probes) {
     table.add_row({p.name, std::string(p.status_name()), std::to_string(p.events), std::to_string(p.lost), p.reason});
   }
   std::string out = "probes\n" + table.render(kIndent);
   for (const ProbeStatus& p : probes) {
     if (p.lost == 0) continue;
-    out += kIndent + fmt::format("! {} lost {} events (ring buffer full): numbers may be missing tokens; "
-                                 "raise --ringbuf-size\n",
-                                 printable(p.name), p.lost);
+    out += kIndent + fmt::format(
+                         "! {} lost {} events (ring buffer full): numbers may be missing tokens; "
+                         "raise --ringbuf-size\n",
+                         printable(p.name), p.lost);
   }
   if (const std::string cost = agent_cost_text(agent); !cost.empty()) out += kIndent + cost + "\n";
   return out;
@@ -279,8 +287,8 @@ std::string summary_section(const Report& r) {
   if (r.requests == 0) return out + no_requests_hint(r);
   out += distribution_table(r);
   if (r.multi_event_sends > 0) {
-    out += kIndent + fmt::format("note: {} sends carried several SSE events; each counted as one token\n",
-                                 r.multi_event_sends);
+    out += kIndent +
+           fmt::format("note: {} sends carried several SSE events; each counted as one token\n", r.multi_event_sends);
   }
   return out;
 }

@@ -69,15 +69,15 @@ std::string evidence_phrase(const model::CauseTime& c) {
       std::string holder = who("holder_comm", "holder_pid");
       if (!holder.empty() && !str(ev, "holder_tid").empty() && str(ev, "holder_tid") != str(ev, "holder_pid"))
         holder.insert(holder.size() - 1, ", thread " + str(ev, "holder_tid"));  // threads share the comm
-      return join({holder.empty() ? "" : "lock held by " + holder, ev.contains("uaddr") ? "futex " + str(ev, "uaddr") : ""});
+      return join(
+          {holder.empty() ? "" : "lock held by " + holder, ev.contains("uaddr") ? "futex " + str(ev, "uaddr") : ""});
     }
     case Cause::kGil: {
       const std::string holder = str(ev, "holder_comm");
       return join({fmt::format("{:.0f} GIL waits", num(ev, "waits")), holder.empty() ? "" : "woken by " + holder,
                    str(ev, "method").empty() ? "" : "via " + str(ev, "method")});
     }
-    case Cause::kCgroupThrottle:
-      return fmt::format("throttled {:.0f} ms by the CPU quota", num(ev, "throttled_ms"));
+    case Cause::kCgroupThrottle: return fmt::format("throttled {:.0f} ms by the CPU quota", num(ev, "throttled_ms"));
     case Cause::kTimeWait:
       return fmt::format("{:.0f} ms before the server read the request{}", num(ev, "before_server_ms"),
                          ev.value("new_connection", false) ? " (new connection)" : "");
@@ -88,8 +88,9 @@ std::string evidence_phrase(const model::CauseTime& c) {
       if (str(ev, "request").empty()) return "";
       const double others = num(ev, "requests") - 1;
       const std::string size = ev.contains("input_tokens") ? fmt::format("{:.0f} input tokens", num(ev, "input_tokens"))
-                               : num(ev, "input_bytes") < 10240 ? fmt::format("{:.0f} input bytes", num(ev, "input_bytes"))
-                                                                : bytes_text(num(ev, "input_bytes")) + " input";
+                               : num(ev, "input_bytes") < 10240
+                                   ? fmt::format("{:.0f} input bytes", num(ev, "input_bytes"))
+                                   : bytes_text(num(ev, "input_bytes")) + " input";
       return fmt::format("prefill of {} ({}) for {:.0f} ms{}", str(ev, "request"), size, num(ev, "overlap_ms"),
                          others > 0 ? fmt::format(", {:.0f} more", others) : "");
     }

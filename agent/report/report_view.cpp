@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "model/stats.hpp"
 #include "model/cause.hpp"
+#include "model/stats.hpp"
 #include "util/time.hpp"
 
 namespace ld::report {
@@ -70,9 +70,9 @@ void flatten(const nlohmann::json& value, const std::string& prefix, std::vector
 // Host facts with a human label, in the order a reader looks for them.
 const std::vector<std::pair<std::string, std::string>>& known_host_keys() {
   static const std::vector<std::pair<std::string, std::string>> keys{
-      {"kernel", "kernel"},         {"machine", "architecture"},     {"cpu_model", "CPU model"},
-      {"cpus", "CPUs"},             {"governor", "CPU governor"},      {"cpu_governor", "CPU governor"},
-      {"btf", "kernel BTF"},        {"sysctl", "sysctl"},              {"cgroup", "cgroup"},
+      {"kernel", "kernel"},  {"machine", "architecture"},  {"cpu_model", "CPU model"},
+      {"cpus", "CPUs"},      {"governor", "CPU governor"}, {"cpu_governor", "CPU governor"},
+      {"btf", "kernel BTF"}, {"sysctl", "sysctl"},         {"cgroup", "cgroup"},
   };
   return keys;
 }
@@ -278,7 +278,8 @@ Cause dominant_cause(const Outlier& o) {
 
 std::string causes_summary(const std::vector<CauseTime>& causes) {
   std::string out;
-  for (const CauseTime& c : causes) out += fmt::format("{}{} {} ms", out.empty() ? "" : ", ", cause_id(c.cause), ms_cell(c.ms));
+  for (const CauseTime& c : causes)
+    out += fmt::format("{}{} {} ms", out.empty() ? "" : ", ", cause_id(c.cause), ms_cell(c.ms));
   return out;
 }
 
@@ -294,7 +295,8 @@ std::string activity_text(const std::vector<model::ActivityStep>& steps) {
 std::string evidence_summary(const nlohmann::json& evidence) {
   if (!evidence.is_object()) return "";
   std::string out;
-  for (const auto& [key, value] : evidence.items()) out += (out.empty() ? "" : ", ") + key + "=" + json_scalar_text(value);
+  for (const auto& [key, value] : evidence.items())
+    out += (out.empty() ? "" : ", ") + key + "=" + json_scalar_text(value);
   return out;
 }
 
@@ -339,21 +341,27 @@ const std::vector<std::string>& distribution_headers() {
 }
 
 std::vector<std::string> distribution_cells(const std::string& name, const model::Distribution& d) {
-  return {name, std::to_string(d.count), ms_cell(d.p50), ms_cell(d.p90), ms_cell(d.p95),
-          ms_cell(d.p99), ms_cell(d.max), ms_cell(d.mean), ms_cell(d.stddev)};
+  return {name,           std::to_string(d.count), ms_cell(d.p50),  ms_cell(d.p90),   ms_cell(d.p95),
+          ms_cell(d.p99), ms_cell(d.max),          ms_cell(d.mean), ms_cell(d.stddev)};
 }
 
 const std::vector<std::string>& request_headers() {
-  static const std::vector<std::string> headers{"id", "start s", "in bytes", "in tokens", "TTFT ms", "tokens",
-                                                "TPOT median", "TPOT sd", "TPOT max", "note"};
+  static const std::vector<std::string> headers{"id",     "start s",     "in bytes", "in tokens", "TTFT ms",
+                                                "tokens", "TPOT median", "TPOT sd",  "TPOT max",  "note"};
   return headers;
 }
 
 std::vector<std::string> request_cells(const Report& r, const RequestRow& row) {
-  return {row.id, fmt::format("{:.3f}", seconds_after_start(r, row.start_mono_ns)), std::to_string(row.input_bytes),
-          row.input_tokens >= 0 ? std::to_string(row.input_tokens) : "-", ms_cell(row.ttft_ms),
-          std::to_string(row.tokens), ms_cell(row.tpot_median_ms), ms_cell(row.tpot_stddev_ms),
-          ms_cell(row.tpot_max_ms), row.complete ? "" : "incomplete"};
+  return {row.id,
+          fmt::format("{:.3f}", seconds_after_start(r, row.start_mono_ns)),
+          std::to_string(row.input_bytes),
+          row.input_tokens >= 0 ? std::to_string(row.input_tokens) : "-",
+          ms_cell(row.ttft_ms),
+          std::to_string(row.tokens),
+          ms_cell(row.tpot_median_ms),
+          ms_cell(row.tpot_stddev_ms),
+          ms_cell(row.tpot_max_ms),
+          row.complete ? "" : "incomplete"};
 }
 
 const std::vector<std::string>& length_headers() {
@@ -413,15 +421,15 @@ TimelineSample sample_timeline(const Report& r, size_t token_budget, size_t max_
 std::string agent_cost_text(const AgentCost& cost) {
   if (!cost.known) return "";
   std::string share;
-  if (cost.recording_ms > 0)
-    share = fmt::format(" ({:.3f}% of one CPU)", cost.cpu_percent_of_one_cpu());
+  if (cost.recording_ms > 0) share = fmt::format(" ({:.3f}% of one CPU)", cost.cpu_percent_of_one_cpu());
   std::string rate;
   if (cost.recording_ms >= util::kMsPerSec)
     rate = fmt::format(", {:.1f} a second", static_cast<double>(cost.wakeups) * util::kMsPerSec / cost.recording_ms);
-  return fmt::format("the agent attached in {:.0f} ms ({:.0f} ms of CPU), then used {:.1f} ms of CPU in {:.1f} s "
-                     "of recording{}, woke {} times{}; stopping took {:.0f} ms of CPU; peak memory {:.0f} MiB",
-                     cost.attach_ms, cost.attach_cpu_ms, cost.cpu_ms, util::ms_to_s(cost.recording_ms), share,
-                     cost.wakeups, rate, cost.stop_cpu_ms, cost.peak_rss_mib);
+  return fmt::format(
+      "the agent attached in {:.0f} ms ({:.0f} ms of CPU), then used {:.1f} ms of CPU in {:.1f} s "
+      "of recording{}, woke {} times{}; stopping took {:.0f} ms of CPU; peak memory {:.0f} MiB",
+      cost.attach_ms, cost.attach_cpu_ms, cost.cpu_ms, util::ms_to_s(cost.recording_ms), share, cost.wakeups, rate,
+      cost.stop_cpu_ms, cost.peak_rss_mib);
 }
 
 uint64_t lost_events(const Report& r) {
@@ -448,8 +456,8 @@ std::vector<EnvRow> environment_rows(const Report& r) {
   }
   rows.push_back({"trace window", (r.start_unix_ns ? utc_time(r.start_unix_ns) : std::string("start unknown")) +
                                       fmt::format(", {:.1f} s", util::ms_to_s(r.duration_ms))});
-  rows.push_back({"token times from", r.token_source == "sse" ? "SSE data events in the target's socket sends"
-                                                             : r.token_source});
+  rows.push_back(
+      {"token times from", r.token_source == "sse" ? "SSE data events in the target's socket sends" : r.token_source});
   rows.push_back({"probes", probes_text(r)});
   rows.push_back({"lost events", std::to_string(lost_events(r))});
   flatten(r.window_facts, "during the window", rows);
@@ -466,8 +474,8 @@ CellTable definitions_table(const Report& r) {
   const model::Definitions& d = r.definitions;
   for (const model::DefinitionInfo& info : model::kDefinitions) {
     bool first = true;
-    for (const auto& [side, set] : {std::pair<const char*, const model::DefinitionSet*>{"server", &d.server},
-                                    {"client", &d.client}}) {
+    for (const auto& [side, set] :
+         {std::pair<const char*, const model::DefinitionSet*>{"server", &d.server}, {"client", &d.client}}) {
       if (!set->known) continue;
       const model::Distribution& v = (*set)[info.definition];
       t.rows.push_back({first ? std::string(info.label) : "", first ? std::string(info.population) : "", side,
@@ -492,7 +500,8 @@ CellTable client_join_summary_table(const Report& r) {
   t.headers = {"ms", "n", "p50", "p90", "p99", "max", "what"};
   t.numeric = {false, true, true, true, true, true, false};
   auto add = [&](const char* name, const model::Distribution& v, const char* what) {
-    t.rows.push_back({name, std::to_string(v.count), ms_cell(v.p50), ms_cell(v.p90), ms_cell(v.p99), ms_cell(v.max), what});
+    t.rows.push_back(
+        {name, std::to_string(v.count), ms_cell(v.p50), ms_cell(v.p90), ms_cell(v.p99), ms_cell(v.max), what});
   };
   add("client TTFT", c.client_ttft_ms, "request sent -> first token received");
   add("server TTFT", c.server_ttft_ms, "request read -> first token sent");
@@ -506,16 +515,19 @@ CellTable client_join_summary_table(const Report& r) {
 
 std::string client_join_note(const Report& r) {
   const model::ClientJoin& c = r.client_join;
-  auto pct = [](double share) { return std::isfinite(share) ? fmt::format("{:.0f}%", share * 100.0) : std::string("-"); };
-  return fmt::format("outside the server: {} of the client's TTFT at the median; tokens that arrived together "
-                     "although sent apart: {} of {} ({})",
-                     pct(c.outside_ttft_share), c.bunched_tokens, c.gaps, pct(c.bunched_share));
+  auto pct = [](double share) {
+    return std::isfinite(share) ? fmt::format("{:.0f}%", share * 100.0) : std::string("-");
+  };
+  return fmt::format(
+      "outside the server: {} of the client's TTFT at the median; tokens that arrived together "
+      "although sent apart: {} of {} ({})",
+      pct(c.outside_ttft_share), c.bunched_tokens, c.gaps, pct(c.bunched_share));
 }
 
 CellTable client_join_requests_table(const Report& r, size_t max_rows) {
   CellTable t;
-  t.headers = {"client", "server", "ttft client", "ttft server", "before", "after", "gap p50 c/s", "lag p50",
-               "lag max", "together"};
+  t.headers = {"client", "server",      "ttft client", "ttft server", "before",
+               "after",  "gap p50 c/s", "lag p50",     "lag max",     "together"};
   t.numeric = {false, false, true, true, true, true, true, true, true, true};
   const auto& requests = r.client_join.requests;
   for (size_t i = 0; i < std::min(requests.size(), max_rows); ++i) {

@@ -123,7 +123,7 @@ const std::vector<std::string>& distribution_headers();  // "ms", "n", "p50", ..
 std::vector<std::string> distribution_cells(const std::string& name, const model::Distribution& d);
 const std::vector<std::string>& request_headers();
 std::vector<std::string> request_cells(const Report& r, const RequestRow& row);
-const std::vector<std::string>& length_headers();  // "per request", "n", "P25", "P50", "P75"
+const std::vector<std::string>& length_headers();                    // "per request", "n", "P25", "P50", "P75"
 std::vector<std::vector<std::string>> length_rows(const Report& r);  // rows with n > 0 only
 
 // ---- the definitions side by side and the client join: plain cells both human formats (and
@@ -142,18 +142,18 @@ inline constexpr const char* kDefinitionsShortCaption =
     "token = one SSE data event, chunk = one send or one arrival; docs/definitions.md";
 // "token log FILE, joined by client port: 12 of 12 requests"
 std::string client_join_caption(const Report& r);
-CellTable client_join_summary_table(const Report& r);   // client/server TTFT, before/after, gaps, lag
-std::string client_join_note(const Report& r);          // the outside share and the bunched tokens
+CellTable client_join_summary_table(const Report& r);  // client/server TTFT, before/after, gaps, lag
+std::string client_join_note(const Report& r);         // the outside share and the bunched tokens
 CellTable client_join_requests_table(const Report& r, size_t max_rows);
 
 // ---- the per-request timeline plot
 // Which requests a timeline draws when there are too many tokens or requests to draw all:
 // every request with an outlier, plus evenly spaced others up to the budgets.
 struct TimelineSample {
-  std::vector<size_t> rows;    // indices into request_rows, ascending
-  size_t token_stride = 1;     // draw every n-th token mark
-  bool downsampled = false;    // some requests were left out
-  size_t outlier_requests = 0; // requests kept because they have an outlier
+  std::vector<size_t> rows;     // indices into request_rows, ascending
+  size_t token_stride = 1;      // draw every n-th token mark
+  bool downsampled = false;     // some requests were left out
+  size_t outlier_requests = 0;  // requests kept because they have an outlier
 };
 TimelineSample sample_timeline(const Report& r, size_t token_budget, size_t max_lanes);
 

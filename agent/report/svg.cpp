@@ -152,15 +152,14 @@ void Svg::rect(double x, double y, double w, double h, const std::string& fill, 
 }
 
 void Svg::line(double x1, double y1, double x2, double y2, const std::string& stroke, double width, bool dashed) {
-  body_ += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"{}\"{}/>",
-                       num(x1), num(y1), num(x2), num(y2), escape_xml(stroke), width,
-                       dashed ? " stroke-dasharray=\"4 3\"" : "");
+  body_ += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"{}\"{}/>", num(x1),
+                       num(y1), num(x2), num(y2), escape_xml(stroke), width, dashed ? " stroke-dasharray=\"4 3\"" : "");
 }
 
 void Svg::circle(double cx, double cy, double r, const std::string& fill, const std::string& tooltip) {
-  body_ += element("circle", fmt::format("cx=\"{}\" cy=\"{}\" r=\"{}\" fill=\"{}\"", num(cx), num(cy), r,
-                                         escape_xml(fill)),
-                   tooltip);
+  body_ +=
+      element("circle", fmt::format("cx=\"{}\" cy=\"{}\" r=\"{}\" fill=\"{}\"", num(cx), num(cy), r, escape_xml(fill)),
+              tooltip);
 }
 
 void Svg::polyline(const std::vector<std::pair<double, double>>& points, const std::string& stroke, double width) {
@@ -172,14 +171,15 @@ void Svg::polyline(const std::vector<std::pair<double, double>>& points, const s
 
 void Svg::text(double x, double y, const std::string& text, const std::string& anchor, const std::string& css_class) {
   const std::string cls = css_class.empty() ? "" : " class=\"" + escape_xml(css_class) + "\"";
-  body_ += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"{}\"{}>{}</text>", num(x), num(y),
-                       escape_xml(anchor), cls, escape_xml(text));
+  body_ += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"{}\"{}>{}</text>", num(x), num(y), escape_xml(anchor),
+                       cls, escape_xml(text));
 }
 
 void Svg::vertical_text(double x, double y, const std::string& text) {
-  body_ += fmt::format("<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\" class=\"axis\" "
-                       "transform=\"rotate(-90 {0} {1})\">{2}</text>",
-                       num(x), num(y), escape_xml(text));
+  body_ += fmt::format(
+      "<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\" class=\"axis\" "
+      "transform=\"rotate(-90 {0} {1})\">{2}</text>",
+      num(x), num(y), escape_xml(text));
 }
 
 void Svg::begin_group(const std::string& tooltip) { body_ += "<g>" + tooltip_element(tooltip); }
@@ -212,9 +212,10 @@ void Svg::y_axis(const PlotArea& area, const LinearScale& y, const std::vector<d
 }
 
 std::string Svg::str() const {
-  return fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" "
-                     "height=\"{1}\" role=\"img\" aria-label=\"{2}\">{3}</svg>",
-                     width_, height_, escape_xml(title_), body_);
+  return fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" "
+      "height=\"{1}\" role=\"img\" aria-label=\"{2}\">{3}</svg>",
+      width_, height_, escape_xml(title_), body_);
 }
 
 }  // namespace ld::report

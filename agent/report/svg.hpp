@@ -56,10 +56,8 @@ class Svg {
   void begin_group(const std::string& tooltip);
   void end_group();
 
-  void x_axis(const PlotArea& area, const LinearScale& x, const std::vector<double>& ticks,
-              const std::string& label);
-  void y_axis(const PlotArea& area, const LinearScale& y, const std::vector<double>& ticks,
-              const std::string& label);
+  void x_axis(const PlotArea& area, const LinearScale& x, const std::vector<double>& ticks, const std::string& label);
+  void y_axis(const PlotArea& area, const LinearScale& y, const std::vector<double>& ticks, const std::string& label);
 
   std::string str() const;  // the <svg> element
 

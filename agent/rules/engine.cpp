@@ -38,7 +38,8 @@ std::string normalise_spaces(const std::string& text) {
 
 std::string fact_text(const FactValue& value) {
   if (const double* n = std::get_if<double>(&value))
-    return std::fabs(*n - std::round(*n)) < 1e-9 && std::fabs(*n) < 1e15 ? fmt::format("{:.0f}", *n) : fmt::format("{}", *n);
+    return std::fabs(*n - std::round(*n)) < 1e-9 && std::fabs(*n) < 1e15 ? fmt::format("{:.0f}", *n)
+                                                                         : fmt::format("{}", *n);
   if (const bool* b = std::get_if<bool>(&value)) return *b ? "1" : "0";
   return std::get<std::string>(value);
 }
@@ -103,7 +104,8 @@ void flatten(const nlohmann::json& value, const std::string& name, FactSet& fact
 
 void sort_findings(std::vector<model::Finding>& findings, const FactSet& facts) {
   std::stable_sort(findings.begin(), findings.end(), [&](const model::Finding& a, const model::Finding& b) {
-    if (severity_rank(a.severity) != severity_rank(b.severity)) return severity_rank(a.severity) < severity_rank(b.severity);
+    if (severity_rank(a.severity) != severity_rank(b.severity))
+      return severity_rank(a.severity) < severity_rank(b.severity);
     const double ma = cause_ms(facts, a.cause), mb = cause_ms(facts, b.cause);
     if (ma != mb) return ma > mb;
     return a.rule < b.rule;

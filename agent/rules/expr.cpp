@@ -13,11 +13,9 @@ namespace ld::rules {
 const std::vector<Unit>& units() {
   // Facts are in ms, bytes, kHz and fractions (rules/facts.hpp): a unit converts to those.
   static const std::vector<Unit> table{
-      {"ns", 1e-6},     {"us", 1e-3},      {"ms", 1},          {"s", 1e3},
-      {"min", 60e3},    {"h", 3600e3},     {"B", 1},           {"KB", 1e3},
-      {"MB", 1e6},      {"GB", 1e9},       {"KiB", 1024.0},    {"MiB", 1048576.0},
-      {"GiB", 1073741824.0}, {"kHz", 1}, {"MHz", 1e3},      {"GHz", 1e6},
-      {"%", 0.01},
+      {"ns", 1e-6}, {"us", 1e-3}, {"ms", 1},   {"s", 1e3},      {"min", 60e3},      {"h", 3600e3},         {"B", 1},
+      {"KB", 1e3},  {"MB", 1e6},  {"GB", 1e9}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"kHz", 1},
+      {"MHz", 1e3}, {"GHz", 1e6}, {"%", 0.01},
   };
   return table;
 }
@@ -30,9 +28,31 @@ Value Value::of(const FactValue& fact) {
 
 struct Expr::Node {
   enum class Op {
-    kLiteral, kFact, kExists, kNot, kNeg, kAnd, kOr,
-    kEq, kNe, kLt, kLe, kGt, kGe, kContains, kStartsWith, kEndsWith, kIn,
-    kAdd, kSub, kMul, kDiv, kDefault, kMin, kMax, kAbs,
+    kLiteral,
+    kFact,
+    kExists,
+    kNot,
+    kNeg,
+    kAnd,
+    kOr,
+    kEq,
+    kNe,
+    kLt,
+    kLe,
+    kGt,
+    kGe,
+    kContains,
+    kStartsWith,
+    kEndsWith,
+    kIn,
+    kAdd,
+    kSub,
+    kMul,
+    kDiv,
+    kDefault,
+    kMin,
+    kMax,
+    kAbs,
   };
   Op op = Op::kLiteral;
   Value literal;
@@ -48,8 +68,25 @@ using Op = Node::Op;
 
 // ---------------------------------------------------------------- lexer
 
-enum class Tok { kEnd, kNumber, kString, kName, kLParen, kRParen, kComma, kEq, kNe, kLt, kLe, kGt, kGe,
-                 kPlus, kMinus, kStar, kSlash };
+enum class Tok {
+  kEnd,
+  kNumber,
+  kString,
+  kName,
+  kLParen,
+  kRParen,
+  kComma,
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kPlus,
+  kMinus,
+  kStar,
+  kSlash
+};
 
 struct Token {
   Tok type = Tok::kEnd;
@@ -225,7 +262,8 @@ class Parser {
   }
 
   void expect(Tok type, const char* what) {
-    if (peek().type != type) throw ExprError(peek().offset, fmt::format("expected {}, found {}", what, describe(peek())));
+    if (peek().type != type)
+      throw ExprError(peek().offset, fmt::format("expected {}, found {}", what, describe(peek())));
     take();
   }
 
@@ -314,8 +352,7 @@ class Parser {
     } else {
       result = make(*op, {std::move(left), parse_sum()}, at);
     }
-    if (comparison_op(peek()))
-      throw ExprError(peek().offset, "comparisons do not chain: join them with 'and'");
+    if (comparison_op(peek())) throw ExprError(peek().offset, "comparisons do not chain: join them with 'and'");
     return result;
   }
 
@@ -404,18 +441,20 @@ class Parser {
       Op op;
       size_t min_args, max_args;
     };
-    static const Fn kFunctions[] = {{"default", Op::kDefault, 2, 2}, {"min", Op::kMin, 1, 16},
-                                    {"max", Op::kMax, 1, 16},         {"abs", Op::kAbs, 1, 1}};
+    static const Fn kFunctions[] = {
+        {"default", Op::kDefault, 2, 2}, {"min", Op::kMin, 1, 16}, {"max", Op::kMax, 1, 16}, {"abs", Op::kAbs, 1, 1}};
     for (const Fn& fn : kFunctions) {
       if (name.text != fn.name) continue;
       if (args.size() < fn.min_args || args.size() > fn.max_args)
-        throw ExprError(name.offset, fmt::format("{}() takes {} argument{}", fn.name,
-                                                 fn.min_args == fn.max_args ? std::to_string(fn.min_args)
-                                                                            : fmt::format("{} to {}", fn.min_args, fn.max_args),
-                                                 fn.max_args == 1 ? "" : "s"));
+        throw ExprError(name.offset,
+                        fmt::format("{}() takes {} argument{}", fn.name,
+                                    fn.min_args == fn.max_args ? std::to_string(fn.min_args)
+                                                               : fmt::format("{} to {}", fn.min_args, fn.max_args),
+                                    fn.max_args == 1 ? "" : "s"));
       return make(fn.op, std::move(args), name.offset);
     }
-    throw ExprError(name.offset, fmt::format("unknown function '{}' (known: exists, fact, default, min, max, abs)", name.text));
+    throw ExprError(name.offset,
+                    fmt::format("unknown function '{}' (known: exists, fact, default, min, max, abs)", name.text));
   }
 
   std::vector<Token> t_;
@@ -446,7 +485,8 @@ Value compare(Op op, const Value& a, const Value& b) {
     if (op == Op::kContains) return Value::of(a.text.find(b.text) != std::string::npos);
     if (op == Op::kStartsWith) return Value::of(a.text.rfind(b.text, 0) == 0);
     if (op == Op::kEndsWith)
-      return Value::of(a.text.size() >= b.text.size() && a.text.compare(a.text.size() - b.text.size(), b.text.size(), b.text) == 0);
+      return Value::of(a.text.size() >= b.text.size() &&
+                       a.text.compare(a.text.size() - b.text.size(), b.text.size(), b.text) == 0);
   }
   if (a.kind == K::kBool && b.kind == K::kBool) {
     if (op == Op::kEq) return Value::of(a.flag == b.flag);
@@ -568,9 +608,7 @@ Expr Expr::parse(std::string_view text) {
   return e;
 }
 
-Value Expr::evaluate(const FactSet& facts) const {
-  return root_ ? eval(*root_, facts) : Value::unknown();
-}
+Value Expr::evaluate(const FactSet& facts) const { return root_ ? eval(*root_, facts) : Value::unknown(); }
 
 std::vector<std::string> Expr::fact_names() const {
   std::vector<std::string> names;

@@ -26,7 +26,9 @@ class FactSet {
   void set(std::string name, bool value) { values_[std::move(name)] = value; }
   // Integers are numbers too.
   template <class I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
-  void set(std::string name, I value) { values_[std::move(name)] = static_cast<double>(value); }
+  void set(std::string name, I value) {
+    values_[std::move(name)] = static_cast<double>(value);
+  }
 
   const FactValue* get(std::string_view name) const {
     auto it = values_.find(name);

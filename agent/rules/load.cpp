@@ -28,19 +28,18 @@ const Rule* RuleSet::find(std::string_view id) const {
   return nullptr;
 }
 
-
 namespace {
 
 // The first segment of every fact name a producer writes (docs/rules.md); a name outside them
 // is almost certainly a typo that would keep a rule from ever firing.
 const std::vector<std::string>& report_namespaces() {
-  static const std::vector<std::string> names{"summary", "outliers", "cause", "typical", "ttft_fit", "ttft",
-                                              "periodic", "window", "probes", "target", "client", "frames"};
+  static const std::vector<std::string> names{"summary",  "outliers", "cause",  "typical", "ttft_fit", "ttft",
+                                              "periodic", "window",   "probes", "target",  "client",   "frames"};
   return names;
 }
 const std::vector<std::string>& host_namespaces() {
-  static const std::vector<std::string> names{"sysctl", "cpu",   "mem",   "numa", "cgroup",
-                                              "limits", "irq",   "nginx", "trace", "host"};
+  static const std::vector<std::string> names{"sysctl", "cpu", "mem",   "numa",  "cgroup",
+                                              "limits", "irq", "nginx", "trace", "host"};
   return names;
 }
 
@@ -107,9 +106,8 @@ class RuleReader {
 
  private:
   void check_keys() const {
-    static const char* const kKeys[] = {"id",       "cause",   "severity", "scope",    "enabled",
-                                        "title",    "condition", "warn_if", "crit_if", "evidence",
-                                        "remedy",   "verify",  "sysctl",   "sysctl_only"};
+    static const char* const kKeys[] = {"id",      "cause",   "severity", "scope",  "enabled", "title",  "condition",
+                                        "warn_if", "crit_if", "evidence", "remedy", "verify",  "sysctl", "sysctl_only"};
     for (auto&& [key, value] : t_) {
       const std::string_view name = key.str();  // clang cannot capture a structured binding
       if (std::none_of(std::begin(kKeys), std::end(kKeys), [name](const char* k) { return name == k; }))
@@ -151,13 +149,15 @@ class RuleReader {
       if (pos != std::string_view::npos) ++pos;
     }
     if (pos != std::string_view::npos) {
-      std::string_view rest = text_.substr(pos + std::min<size_t>(begin.column ? begin.column - 1 : 0, text_.size() - pos));
+      std::string_view rest =
+          text_.substr(pos + std::min<size_t>(begin.column ? begin.column - 1 : 0, text_.size() - pos));
       rest = rest.substr(0, rest.find('\n'));
       if ((rest.rfind("\"\"\"", 0) == 0 || rest.rfind("'''", 0) == 0) &&
           rest.substr(3).find_first_not_of(" \t\r") == std::string_view::npos)
         ++line;
     }
-    return line + static_cast<uint32_t>(std::count(value.begin(), value.begin() + std::min(offset, value.size()), '\n'));
+    return line +
+           static_cast<uint32_t>(std::count(value.begin(), value.begin() + std::min(offset, value.size()), '\n'));
   }
 
   static std::string near(const std::string& value, size_t offset) {
@@ -197,11 +197,13 @@ class RuleReader {
       if (!t) throw RuleError(line_of(item), "each sysctl entry must be a table with key and value");
       for (auto&& [key, value] : *t)
         if (key.str() != "key" && key.str() != "value" && key.str() != "caveat" && key.str() != "accept")
-          throw RuleError(line_of(value), fmt::format("unknown key '{}' in a sysctl entry (key, value, caveat, accept)", key.str()));
+          throw RuleError(line_of(value),
+                          fmt::format("unknown key '{}' in a sysctl entry (key, value, caveat, accept)", key.str()));
       SysctlSpec s;
       s.key = string_in(*t, "key", true, "sysctl entry");
-      if (s.key.empty() || s.key.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") !=
-                               std::string::npos)
+      if (s.key.empty() ||
+          s.key.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") !=
+              std::string::npos)
         throw RuleError(line_of(*t->get("key")), fmt::format("sysctl key '{}' is not a dotted sysctl name", s.key));
       const toml::node* value = t->get("value");
       if (!value) throw RuleError(line_of(*t), "sysctl entry has no 'value'");
@@ -243,8 +245,7 @@ void check_fact_names(const Rule& r, RuleSet& set) {
     else if (first == "cause" || first == "typical") {
       const size_t dot = name.find('.');
       const std::string cause = name.substr(dot + 1, name.find('.', dot + 1) - dot - 1);
-      if (!model::parse_cause(cause))
-        problem = fmt::format("fact '{}': '{}' is not a cause id", name, cause);
+      if (!model::parse_cause(cause)) problem = fmt::format("fact '{}': '{}' is not a cause id", name, cause);
     }
     if (!problem.empty()) set.warnings.push_back({r.file, r.line, fmt::format("rule {}: {}", r.id, problem)});
   }
@@ -254,8 +255,9 @@ void add_rule(RuleSet& set, Rule rule) {
   for (Rule& existing : set.rules) {
     if (existing.id != rule.id) continue;
     if (existing.layer == set.layer) {
-      set.errors.push_back({rule.file, rule.line,
-                            fmt::format("rule {} is already defined at {}:{} (skipped)", rule.id, existing.file, existing.line)});
+      set.errors.push_back(
+          {rule.file, rule.line,
+           fmt::format("rule {} is already defined at {}:{} (skipped)", rule.id, existing.file, existing.line)});
       return;
     }
     existing = std::move(rule);  // a later directory overrides
@@ -276,7 +278,8 @@ void load_rules_text(RuleSet& set, std::string_view text, const std::string& fil
   }
   for (auto&& [key, value] : doc) {
     if (key.str() != "rule")
-      set.errors.push_back({file, line_of(value), fmt::format("unknown top-level key '{}': rules are [[rule]] tables", key.str())});
+      set.errors.push_back(
+          {file, line_of(value), fmt::format("unknown top-level key '{}': rules are [[rule]] tables", key.str())});
   }
   const toml::node* rules = doc.get("rule");
   if (!rules) {
@@ -299,7 +302,8 @@ void load_rules_text(RuleSet& set, std::string_view text, const std::string& fil
     } catch (const RuleError& e) {
       const auto* id = table.get("id");
       const std::string name = id && id->is_string() ? "rule " + id->as_string()->get() : "rule";
-      set.errors.push_back({file, e.line() ? e.line() : line_of(table), fmt::format("{}: {} (rule skipped)", name, e.what())});
+      set.errors.push_back(
+          {file, e.line() ? e.line() : line_of(table), fmt::format("{}: {} (rule skipped)", name, e.what())});
     }
   }
 }
@@ -338,7 +342,8 @@ std::optional<std::string> shipped_rules_dir() {
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return std::nullopt;
   const fs::path dir = exe.parent_path();
-  for (const fs::path& candidate : {dir / ".." / "share" / "latency-doctor" / "rules", dir / "rules", dir / ".." / "rules"}) {
+  for (const fs::path& candidate :
+       {dir / ".." / "share" / "latency-doctor" / "rules", dir / "rules", dir / ".." / "rules"}) {
     if (fs::is_directory(candidate, ec)) return fs::weakly_canonical(candidate, ec).string();
   }
   return std::nullopt;

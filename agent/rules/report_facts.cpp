@@ -104,7 +104,8 @@ void outlier_facts(const model::Report& r, FactSet& facts) {
   for (const model::Outlier& o : r.outliers) {
     if (o.kind == model::WindowKind::kTtft) ++ttft;
     gpu.add(o);
-    if (auto own = o.facts.find("own_contention_ms"); own != o.facts.end() && own->is_number()) own_ms += own->get<double>();
+    if (auto own = o.facts.find("own_contention_ms"); own != o.facts.end() && own->is_number())
+      own_ms += own->get<double>();
     if (auto n = o.facts.find("own_busy_threads"); n != o.facts.end() && n->is_number())
       own_threads = std::max(own_threads, n->get<double>());
     total_ms += o.duration_ms;
@@ -260,8 +261,8 @@ FactSet report_facts(const model::Report& r) {
   facts.set("probes.lost", lost);
   facts.set("target.comm", r.target.comm);
   facts.set("target.exe", r.target.exe);
-  facts.set("target.python", r.target.exe.find("python") != std::string::npos ||
-                                 r.target.comm.find("python") != std::string::npos);
+  facts.set("target.python",
+            r.target.exe.find("python") != std::string::npos || r.target.comm.find("python") != std::string::npos);
   return facts;
 }
 

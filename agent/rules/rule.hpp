@@ -26,7 +26,7 @@ enum class Scope { kReport, kHost };
 enum class Accept { kExact, kAtLeast, kAtMost };
 
 struct SysctlSpec {
-  std::string key;     // dotted, as `sysctl -n` takes it
+  std::string key;  // dotted, as `sysctl -n` takes it
   std::string value;
   std::string caveat;
   Accept accept = Accept::kExact;
@@ -35,17 +35,17 @@ struct SysctlSpec {
 struct Rule {
   std::string id;
   model::Cause cause = model::Cause::kUnknown;
-  std::string severity;             // info | warn | crit: the least it reports
+  std::string severity;  // info | warn | crit: the least it reports
   Scope scope = Scope::kReport;
-  bool enabled = true;              // false: an override that switches a rule off
-  bool sysctl_only = false;         // skip the finding when every sysctl already matches
+  bool enabled = true;       // false: an override that switches a rule off
+  bool sysctl_only = false;  // skip the finding when every sysctl already matches
   Expr condition;
   std::optional<Expr> warn_if, crit_if;  // raise the severity when they hold
   Template title, evidence, remedy, verify;
   std::vector<SysctlSpec> sysctl;
-  std::string file;                 // where it is defined
+  std::string file;  // where it is defined
   uint32_t line = 0;
-  int layer = 0;                    // which directory it came from
+  int layer = 0;  // which directory it came from
 };
 
 struct Problem {
@@ -57,10 +57,10 @@ struct Problem {
 
 struct RuleSet {
   std::vector<Rule> rules;
-  std::vector<Problem> errors;    // what was skipped
-  std::vector<Problem> warnings;  // loaded, but probably not what was meant
+  std::vector<Problem> errors;       // what was skipped
+  std::vector<Problem> warnings;     // loaded, but probably not what was meant
   std::vector<std::string> sources;  // the directories and files read, in order
-  int layer = 0;                  // the layer being loaded
+  int layer = 0;                     // the layer being loaded
 
   const Rule* find(std::string_view id) const;
 };

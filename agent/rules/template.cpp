@@ -83,7 +83,8 @@ std::string format_value(const Value& v, const std::string& format, Template::Qu
 
 std::string shell_quote(const std::string& word) {
   const bool safe = !word.empty() && word.find_first_not_of(
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:=+,-@%") == std::string::npos;
+                                         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:=+,-@%") ==
+                                         std::string::npos;
   if (safe) return word;
   std::string out = "'";
   for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);

@@ -35,7 +35,7 @@ class Template {
     bool is_placeholder = false;
     Expr expr;
     std::string format;
-    int group = -1;       // index of the optional segment it belongs to, -1 = none
+    int group = -1;  // index of the optional segment it belongs to, -1 = none
   };
 
  private:

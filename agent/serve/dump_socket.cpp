@@ -25,7 +25,8 @@ sockaddr_un address_of(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof(addr.sun_path))
-    throw std::runtime_error(fmt::format("--socket {}: empty or longer than {} bytes", path, sizeof(addr.sun_path) - 1));
+    throw std::runtime_error(
+        fmt::format("--socket {}: empty or longer than {} bytes", path, sizeof(addr.sun_path) - 1));
   std::memcpy(addr.sun_path, path.c_str(), path.size());
   return addr;
 }
@@ -70,7 +71,8 @@ DumpServer::DumpServer(const std::string& path, Handler handler) : path_(path), 
   fs::path dir = fs::path(path).parent_path();
   if (!dir.empty() && !fs::exists(dir, ec)) {
     fs::create_directories(dir, ec);
-    if (ec) throw std::runtime_error(fmt::format("--socket {}: cannot create {}: {}", path, dir.string(), ec.message()));
+    if (ec)
+      throw std::runtime_error(fmt::format("--socket {}: cannot create {}: {}", path, dir.string(), ec.message()));
     chmod(dir.c_str(), 0700);
   }
   // A socket file left by a serve that was killed: replace it; one that answers: refuse.
@@ -152,7 +154,7 @@ void DumpServer::serve_one(int fd) {
     answer_error(answer.error.empty() ? "no trace" : answer.error);
     return;
   }
-  struct stat st{};
+  struct stat st {};
   fstat(answer.fd, &st);
   std::string line = json{{"ok", true},
                           {"bytes", static_cast<uint64_t>(st.st_size)},
@@ -176,11 +178,15 @@ DumpReceived request_dump(const std::string& socket_path, uint64_t since_ms, int
   sockaddr_un addr = address_of(socket_path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw std::runtime_error(std::strerror(errno));
-  struct Closer { int fd; ~Closer() { close(fd); } } closer{fd};
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     int err = errno;
     if (err == ENOENT || err == ECONNREFUSED)
-      throw std::runtime_error(fmt::format("no latency-doctor serve is listening on {} (start one, or give --socket)", socket_path));
+      throw std::runtime_error(
+          fmt::format("no latency-doctor serve is listening on {} (start one, or give --socket)", socket_path));
     throw std::runtime_error(fmt::format("cannot connect to {}: {}", socket_path, std::strerror(err)));
   }
   std::string request = json{{"since_ms", since_ms}}.dump() + "\n";
@@ -196,7 +202,8 @@ DumpReceived request_dump(const std::string& socket_path, uint64_t since_ms, int
   got.records = answer.value("records", uint64_t{0});
   got.segments = answer.value("segments", uint64_t{0});
   if (answer.contains("warnings") && answer["warnings"].is_array())
-    for (const auto& w : answer["warnings"]) if (w.is_string()) got.warnings.push_back(w.get<std::string>());
+    for (const auto& w : answer["warnings"])
+      if (w.is_string()) got.warnings.push_back(w.get<std::string>());
   uint64_t written = 0;
   auto put = [&](const char* data, size_t size) {
     while (size > 0) {

@@ -15,8 +15,8 @@
 namespace ld::serve {
 
 struct DumpAnswer {
-  std::string error;       // "" = ok
-  int fd = -1;             // the trace to send (the server closes it)
+  std::string error;  // "" = ok
+  int fd = -1;        // the trace to send (the server closes it)
   uint64_t records = 0;
   uint64_t segments = 0;
   std::vector<std::string> warnings;

@@ -225,19 +225,26 @@ DumpStats FlightRecorder::dump(const std::string& out_path, uint64_t since, uint
     // so that a segment pruned meanwhile is still read whole.
     std::lock_guard lock(mu_);
     if (writer_ && error_.empty()) {
-      try { writer_->flush(); } catch (const std::exception& e) { error_ = e.what(); }
+      try {
+        writer_->flush();
+      } catch (const std::exception& e) {
+        error_ = e.what();
+      }
     }
     for (const auto& path : segments()) {
       int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) continue;
-      struct stat st{};
+      struct stat st {};
       fstat(fd, &st);
       open.push_back({path, fd, static_cast<uint64_t>(st.st_size)});
     }
   }
   struct Closer {
     std::vector<OpenSegment>& list;
-    ~Closer() { for (auto& s : list) if (s.fd >= 0) close(s.fd); }
+    ~Closer() {
+      for (auto& s : list)
+        if (s.fd >= 0) close(s.fd);
+    }
   } closer{open};
 
   // Pass 1: headers. Segments of another boot (their monotonic times mean nothing now) and
@@ -247,7 +254,10 @@ DumpStats FlightRecorder::dump(const std::string& out_path, uint64_t since, uint
   json latest;
   for (size_t i = 0; i < open.size(); ++i) {
     json h = read_header(open[i].fd);
-    if (!h.is_object()) { stats.warnings.push_back(fmt::format("{}: not a readable trace; skipped", open[i].path)); continue; }
+    if (!h.is_object()) {
+      stats.warnings.push_back(fmt::format("{}: not a readable trace; skipped", open[i].path));
+      continue;
+    }
     const json& flight = h.contains("flight") ? h["flight"] : json();
     if (!flight.is_object() || flight.value("boot_id", "") != boot_id_) continue;
     const uint64_t seg_start = flight.value("segment_start_mono_ns", uint64_t{0});

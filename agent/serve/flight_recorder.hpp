@@ -20,7 +20,9 @@
 
 struct ld_hdr;
 
-namespace ld::trace { class TraceWriter; }
+namespace ld::trace {
+class TraceWriter;
+}
 
 namespace ld::serve {
 
@@ -36,7 +38,7 @@ std::string current_boot_id();
 
 struct DumpStats {
   uint64_t records = 0;
-  uint64_t segments = 0;   // segments that gave records
+  uint64_t segments = 0;  // segments that gave records
   std::vector<std::string> warnings;
 };
 

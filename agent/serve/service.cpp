@@ -2,9 +2,9 @@
 
 #include <fcntl.h>
 #include <linux/capability.h>
-#include <sys/stat.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -14,8 +14,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <exception>
+#include <filesystem>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -77,11 +77,9 @@ std::string safe_name(std::string s) {
 
 }  // namespace
 
-Service::Service(ServeOptions options)
-    : options_(std::move(options)), buffer_(options_.window_memory) {
+Service::Service(ServeOptions options) : options_(std::move(options)), buffer_(options_.window_memory) {
   if (options_.window_ms < 1000) throw std::invalid_argument("--window: at least 1s");
-  if (options_.lookback_ms < options_.window_ms)
-    throw std::invalid_argument("--lookback: at least one --window");
+  if (options_.lookback_ms < options_.window_ms) throw std::invalid_argument("--lookback: at least one --window");
   start_unix_ns_ = host::realtime_now_ns();
   if (!options_.discovery.empty()) discovery_.emplace(options_.discovery);
   rules_ = std::make_shared<const rules::RuleSet>(rules::load_rules(options_.rules_paths));
@@ -89,9 +87,7 @@ Service::Service(ServeOptions options)
   fs::create_directories(captures_dir());
   chmod(captures_dir().c_str(), 0700);
   if (!options_.otlp_endpoint.empty()) otlp_ = std::make_unique<exporter::OtlpClient>(options_.otlp_endpoint);
-  resource_ = {{"service.name", "latency-doctor"},
-               {"service.version", LD_VERSION},
-               {"host.name", hostname()}};
+  resource_ = {{"service.name", "latency-doctor"}, {"service.version", LD_VERSION}, {"host.name", hostname()}};
   metrics_.set_targets(0);
   update_agent_metrics();
   // The threads that read what others send (the scrape endpoint's, the dump socket's) and the
@@ -103,7 +99,8 @@ Service::Service(ServeOptions options)
     try {
       drop_thread_capabilities();
       if (!options_.metrics_addr.empty()) metrics_.serve_http(options_.metrics_addr);
-      dump_server_ = std::make_unique<DumpServer>(options_.socket_path, [this](uint64_t since_ms) { return dump(since_ms); });
+      dump_server_ =
+          std::make_unique<DumpServer>(options_.socket_path, [this](uint64_t since_ms) { return dump(since_ms); });
       thread_ = std::thread([this] { worker(); });
     } catch (...) {
       failed = std::current_exception();
@@ -235,8 +232,7 @@ void Service::cut_window(uint64_t now, const SessionHooks& hooks) {
   {
     std::lock_guard lock(mu_);
     // The analysis thread is still on the last one: this window grows until it is free.
-    if (busy_ || std::any_of(jobs_.begin(), jobs_.end(), [](const Job& j) { return j.kind == Job::kWindow; }))
-      return;
+    if (busy_ || std::any_of(jobs_.begin(), jobs_.end(), [](const Job& j) { return j.kind == Job::kWindow; })) return;
   }
   update_agent_metrics();
   auto probes = hooks.status ? hooks.status() : std::vector<model::ProbeStatus>{};
@@ -377,10 +373,8 @@ void Service::run_window(const WindowInput& input) {
 
   // Triggers: a capture around this window, taken once the after-trigger time has passed.
   std::string reason;
-  if (options_.capture_ttft_p99_s > 0 && result.ttft_p99_s > options_.capture_ttft_p99_s)
-    reason = "ttft_p99";
-  else if (options_.capture_on_crit && !crit.empty())
-    reason = "crit_finding";
+  if (options_.capture_ttft_p99_s > 0 && result.ttft_p99_s > options_.capture_ttft_p99_s) reason = "ttft_p99";
+  else if (options_.capture_on_crit && !crit.empty()) reason = "crit_finding";
   if (!reason.empty()) {
     std::lock_guard lock(mu_);
     const uint64_t now = input.end_ns;
@@ -395,9 +389,10 @@ void Service::run_window(const WindowInput& input) {
       capture_due_ns_ = now + options_.capture_after_ms * util::kNsPerMs;
       last_capture_ns_ = now;
       captured_once_ = true;
-      log(fmt::format("trigger {}{}: capturing the flight recorder from {} s before to {} s after",
-                      reason, reason == "ttft_p99" ? fmt::format(" ({:.0f} ms)", util::s_to_ms(result.ttft_p99_s)) : " (" + crit + ")",
-                      options_.capture_before_ms / util::kMsPerSec, options_.capture_after_ms / util::kMsPerSec));
+      log(fmt::format(
+          "trigger {}{}: capturing the flight recorder from {} s before to {} s after", reason,
+          reason == "ttft_p99" ? fmt::format(" ({:.0f} ms)", util::s_to_ms(result.ttft_p99_s)) : " (" + crit + ")",
+          options_.capture_before_ms / util::kMsPerSec, options_.capture_after_ms / util::kMsPerSec));
     }
   }
   if (otlp_) export_otlp(result, finding_spans);
@@ -426,7 +421,8 @@ void Service::export_otlp(const WindowResult& result, const std::vector<exporter
       const std::string id(model::cause_id(c.cause));
       span.attributes.push_back({"latency_doctor.cause." + id + ".ms", c.ms});
       // The evidence names the culprits (the waker, the lock holder, the file, the neighbour).
-      if (!c.evidence.empty()) span.attributes.push_back({"latency_doctor.cause." + id + ".evidence", c.evidence.dump()});
+      if (!c.evidence.empty())
+        span.attributes.push_back({"latency_doctor.cause." + id + ".evidence", c.evidence.dump()});
     }
     pending_spans_.push_back(std::move(span));
   }
@@ -437,8 +433,8 @@ void Service::export_otlp(const WindowResult& result, const std::vector<exporter
     pending_spans_.erase(pending_spans_.begin(), pending_spans_.end() - kMaxPending);
 
   const uint64_t now_unix = host::realtime_now_ns();
-  std::string error = otlp_->post("/v1/metrics",
-                                  exporter::otlp_metrics_request(metrics_.collect(), resource_, start_unix_ns_, now_unix).dump());
+  std::string error = otlp_->post(
+      "/v1/metrics", exporter::otlp_metrics_request(metrics_.collect(), resource_, start_unix_ns_, now_unix).dump());
   if (!error.empty()) metrics_.otlp_failed("metrics");
   std::string span_error;
   if (!pending_spans_.empty()) {

@@ -40,10 +40,10 @@ struct ServeOptions {
   std::string socket_path = "/run/latency-doctor/serve.sock";
   uint64_t window_ms = 10'000;
   uint64_t lookback_ms = 60'000;
-  uint64_t settle_ms = 1'000;                   // tokens this recent wait for the next window
+  uint64_t settle_ms = 1'000;  // tokens this recent wait for the next window
   size_t window_memory = 64u << 20;
-  uint64_t flush_ms = 4'000;                    // the flight recorder's flush (the read interval)
-  std::vector<std::string> rules_paths;         // --rules
+  uint64_t flush_ms = 4'000;             // the flight recorder's flush (the read interval)
+  std::vector<std::string> rules_paths;  // --rules
   // Automatic captures: a window's TTFT p99 above this (0 = off), or a crit finding.
   double capture_ttft_p99_s = 0;
   bool capture_on_crit = true;

@@ -124,8 +124,7 @@ WindowResult analyze_window(const WindowInput& input, const rules::RuleSet& rule
   result.report = analyzer.finish(meta, "sse", {});
   rules::apply_rules(result.report, rules, rules::host_facts_of(result.report));
   count_window(result.report, input.count_from_ns, input.count_to_ns, result);
-  result.analysis_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  result.analysis_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return result;
 }
 

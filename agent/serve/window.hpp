@@ -51,7 +51,11 @@ class RecordBuffer {
   size_t bytes() const { return bytes_; }
   uint64_t records() const;
   // Records dropped by the memory cap since the last call.
-  uint64_t take_dropped() { uint64_t d = dropped_; dropped_ = 0; return d; }
+  uint64_t take_dropped() {
+    uint64_t d = dropped_;
+    dropped_ = 0;
+    return d;
+  }
 
  private:
   void seal();
@@ -65,20 +69,20 @@ class RecordBuffer {
 
 struct WindowInput {
   std::vector<std::shared_ptr<const RecordBlock>> blocks;
-  trace::TraceHeader header;                 // the session's, targets as they are now
-  std::vector<model::ProbeStatus> probes;    // the probes' table now
-  uint64_t count_from_ns = 0;                // observations counted: [count_from, count_to)
+  trace::TraceHeader header;               // the session's, targets as they are now
+  std::vector<model::ProbeStatus> probes;  // the probes' table now
+  uint64_t count_from_ns = 0;              // observations counted: [count_from, count_to)
   uint64_t count_to_ns = 0;
-  uint64_t end_ns = 0;                       // the cut (the analysed range's end)
+  uint64_t end_ns = 0;  // the cut (the analysed range's end)
 };
 
 struct WindowResult {
-  model::Report report;                      // of the whole analysed range, findings applied
+  model::Report report;  // of the whole analysed range, findings applied
   exporter::WindowObservations observed;
-  std::vector<size_t> outliers;              // the ones counted: indices into report.outliers
+  std::vector<size_t> outliers;  // the ones counted: indices into report.outliers
   uint64_t records = 0;
   double analysis_seconds = 0;
-  double ttft_p99_s = 0;                     // of the counted first tokens; 0 when none
+  double ttft_p99_s = 0;  // of the counted first tokens; 0 when none
 };
 
 // Runs EventAnalyzer + rules over the input's records; counts what falls in the window.

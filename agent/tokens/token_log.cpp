@@ -92,8 +92,7 @@ bool read_line(std::streambuf& sb, std::string& line, bool& too_long) {
 }
 
 bool is_blank(const std::string& line) {
-  return std::all_of(line.begin(), line.end(),
-                     [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; });
+  return std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; });
 }
 
 // A JSON number that is a non-negative integer: an integer literal, or a float such as 1.7e18
@@ -281,8 +280,8 @@ class TokenLogParser {
     switch (ev.kind) {
       case EventKind::kStart:
         if (req.start) {
-          skip_line(line_no, fmt::format("second start for request {} (first on line {})",
-                                         shown_id(req.id), req.start->line));
+          skip_line(line_no,
+                    fmt::format("second start for request {} (first on line {})", shown_id(req.id), req.start->line));
           return;
         }
         req.start = stamp;
@@ -291,15 +290,13 @@ class TokenLogParser {
         return;
       case EventKind::kEnd:
         if (req.end) {
-          skip_line(line_no, fmt::format("second end for request {} (first on line {})",
-                                         shown_id(req.id), req.end->line));
+          skip_line(line_no,
+                    fmt::format("second end for request {} (first on line {})", shown_id(req.id), req.end->line));
           return;
         }
         req.end = stamp;
         return;
-      case EventKind::kToken:
-        req.tokens.push_back(stamp);
-        return;
+      case EventKind::kToken: req.tokens.push_back(stamp); return;
     }
   }
 
@@ -321,10 +318,9 @@ class TokenLogParser {
         ++timeline.in_flight_requests;
       }
     }
-    std::sort(timeline.requests.begin(), timeline.requests.end(),
-              [](const model::Request& a, const model::Request& b) {
-                return std::tie(a.start_ns, a.id) < std::tie(b.start_ns, b.id);
-              });
+    std::sort(timeline.requests.begin(), timeline.requests.end(), [](const model::Request& a, const model::Request& b) {
+      return std::tie(a.start_ns, a.id) < std::tie(b.start_ns, b.id);
+    });
   }
 
   // A token or end before the start is a clock mix-up in the writer; keeping it would give a
@@ -335,23 +331,22 @@ class TokenLogParser {
     kept.reserve(req.tokens.size());
     for (const Stamp& s : req.tokens) {
       if (s.ns < start.ns) {
-        skip_line(s.line, fmt::format("token of request {} is earlier than its start (line {})",
-                                      shown_id(req.id), start.line));
+        skip_line(s.line,
+                  fmt::format("token of request {} is earlier than its start (line {})", shown_id(req.id), start.line));
       } else {
         kept.push_back(s);
       }
     }
     req.tokens = std::move(kept);
     if (req.end && req.end->ns < start.ns) {
-      skip_line(req.end->line, fmt::format("end of request {} is earlier than its start (line {})",
-                                           shown_id(req.id), start.line));
+      skip_line(req.end->line,
+                fmt::format("end of request {} is earlier than its start (line {})", shown_id(req.id), start.line));
       req.end.reset();
     }
   }
 
   static model::Request to_request(RequestEvents& req) {
-    std::stable_sort(req.tokens.begin(), req.tokens.end(),
-                     [](const Stamp& a, const Stamp& b) { return a.ns < b.ns; });
+    std::stable_sort(req.tokens.begin(), req.tokens.end(), [](const Stamp& a, const Stamp& b) { return a.ns < b.ns; });
     model::Request out;
     out.id = req.id;
     out.start_ns = req.start->ns;
@@ -369,14 +364,13 @@ class TokenLogParser {
   int64_t offset_;
   TokenLogResult result_;
   Warnings warnings_;
-  std::vector<RequestEvents> requests_;               // in order of first appearance
-  std::map<std::string, size_t> index_;               // id -> position in requests_
+  std::vector<RequestEvents> requests_;  // in order of first appearance
+  std::map<std::string, size_t> index_;  // id -> position in requests_
 };
 
 }  // namespace
 
-TokenLogResult parse_token_log(std::istream& in, const std::string& name,
-                               int64_t realtime_minus_monotonic_ns) {
+TokenLogResult parse_token_log(std::istream& in, const std::string& name, int64_t realtime_minus_monotonic_ns) {
   TokenLogParser parser(name, realtime_minus_monotonic_ns);
   try {
     parser.consume(in);

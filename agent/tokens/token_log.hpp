@@ -24,17 +24,16 @@ inline constexpr size_t kMaxLineBytes = 1 << 20;  // longer lines are skipped wi
 inline constexpr size_t kMaxLineWarnings = 100;   // then one "... N more" warning
 
 struct TokenLogResult {
-  model::Timeline timeline;         // times converted to CLOCK_MONOTONIC
-  std::vector<std::string> warnings;   // "tokens.jsonl:7: missing \"t_ns\"; line skipped"
-  uint64_t lines = 0;                  // lines read, blank ones included
-  uint64_t bad_lines = 0;              // lines skipped (all of them, even past the warning cap)
-  uint64_t skipped_requests = 0;       // requests dropped as a whole (no start event)
+  model::Timeline timeline;           // times converted to CLOCK_MONOTONIC
+  std::vector<std::string> warnings;  // "tokens.jsonl:7: missing \"t_ns\"; line skipped"
+  uint64_t lines = 0;                 // lines read, blank ones included
+  uint64_t bad_lines = 0;             // lines skipped (all of them, even past the warning cap)
+  uint64_t skipped_requests = 0;      // requests dropped as a whole (no start event)
 };
 
 // realtime_minus_monotonic_ns converts "realtime" stamps: mono = realtime - offset.
 // Never throws: every problem becomes a warning.
-TokenLogResult parse_token_log(std::istream& in, const std::string& name,
-                               int64_t realtime_minus_monotonic_ns);
+TokenLogResult parse_token_log(std::istream& in, const std::string& name, int64_t realtime_minus_monotonic_ns);
 // Opens `path`; throws std::runtime_error("cannot read PATH: reason") when it cannot.
 TokenLogResult read_token_log(const std::string& path, int64_t realtime_minus_monotonic_ns);
 

@@ -2,10 +2,10 @@
 #include "trace/trace_file.hpp"
 
 #include <fcntl.h>
+#include <libdeflate.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <libdeflate.h>
 
 #include <algorithm>
 #include <bit>
@@ -42,8 +42,7 @@ static_assert(kZeroPadTo <= 65536, "the reader's 64 KiB record buffer holds the 
 
 // Records are the BPF programs' native structs, copied verbatim into chunks; the file's framing
 // is little-endian. Both agree only on little-endian hosts (x86_64, arm64), the only ones built.
-static_assert(std::endian::native == std::endian::little,
-              "the .ldtrace format assumes a little-endian host");
+static_assert(std::endian::native == std::endian::little, "the .ldtrace format assumes a little-endian host");
 
 // ---------------------------------------------------------------- little-endian helpers
 // Shifts rather than memcpy: explicit about the on-disk byte order whatever the host is.
@@ -55,8 +54,8 @@ void put_u32(uint8_t* p, uint32_t v) {
 }
 
 uint32_t get_u32(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
-         static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+         static_cast<uint32_t>(p[3]) << 24;
 }
 
 uint16_t get_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
@@ -147,8 +146,7 @@ struct TraceWriter::Impl {
     put_u32(&h[8], kFormatVersion);
     put_u32(&h[12], static_cast<uint32_t>(js.size()));
     std::memcpy(&h[kFilePrefixLen], js.data(), js.size());
-    put_u32(&h[kFilePrefixLen + js.size()],
-            crc_of(reinterpret_cast<const uint8_t*>(js.data()), js.size()));
+    put_u32(&h[kFilePrefixLen + js.size()], crc_of(reinterpret_cast<const uint8_t*>(js.data()), js.size()));
     write_all(h.data(), h.size());
   }
 
@@ -163,8 +161,7 @@ struct TraceWriter::Impl {
     }
     size_t bound = libdeflate_zlib_compress_bound(compressor.get(), raw_len);
     out.resize(kChunkHeaderLen + bound);
-    size_t clen =
-        libdeflate_zlib_compress(compressor.get(), raw, raw_len, out.data() + kChunkHeaderLen, bound);
+    size_t clen = libdeflate_zlib_compress(compressor.get(), raw, raw_len, out.data() + kChunkHeaderLen, bound);
     if (clen == 0) throw TraceError(path + ": compression failed (output above its bound)");
     std::memcpy(out.data(), kChunkMagic, sizeof kChunkMagic);
     put_u32(&out[4], kind);
@@ -221,8 +218,7 @@ void TraceWriter::append(const void* record, size_t len) {
   const auto* p = static_cast<const uint8_t*>(record);
   // A record whose size field disagrees with len would derail every reader of this chunk.
   if (len < sizeof(ld_hdr) || len > 0xffff || get_u16(p + offsetof(ld_hdr, size)) != len)
-    throw TraceError(im.path + ": bad record: length " + std::to_string(len) +
-                     " does not match its header size");
+    throw TraceError(im.path + ": bad record: length " + std::to_string(len) + " does not match its header size");
   im.buf.insert(im.buf.end(), p, p + len);
   ++im.buffered_records;
   if (im.buf.size() >= im.chunk_bytes) im.flush_events();
@@ -258,8 +254,7 @@ class Reader {
     size_t pos = read_file_header();
     while (pos < n_) pos = read_chunk(pos);
     if (suppressed_ > 0)
-      sum_.warnings.push_back(name_ + ": " + std::to_string(suppressed_) +
-                              " more problems not listed");
+      sum_.warnings.push_back(name_ + ": " + std::to_string(suppressed_) + " more problems not listed");
     return std::move(sum_);
   }
 
@@ -278,34 +273,27 @@ class Reader {
   [[noreturn]] void fatal(const std::string& why) const { throw TraceError(name_ + ": " + why); }
 
   void warn(std::string msg) {
-    if (sum_.warnings.size() < kMaxWarnings)
-      sum_.warnings.push_back(std::move(msg));
-    else
-      ++suppressed_;
+    if (sum_.warnings.size() < kMaxWarnings) sum_.warnings.push_back(std::move(msg));
+    else ++suppressed_;
   }
 
-  std::string at(size_t chunk_pos) const {
-    return name_ + ": chunk at byte " + std::to_string(chunk_pos) + ": ";
-  }
+  std::string at(size_t chunk_pos) const { return name_ + ": chunk at byte " + std::to_string(chunk_pos) + ": "; }
 
   // Validates the fixed prefix and the header JSON; returns the offset of the first chunk.
   size_t read_file_header() {
     size_t m = std::min(n_, sizeof kFileMagic);
-    if (n_ == 0 || std::memcmp(d_, kFileMagic, m) != 0)
-      fatal("not a latency-doctor trace (bad magic)");
-    if (n_ < kFilePrefixLen)
-      fatal("truncated inside the file header (" + std::to_string(n_) + " bytes)");
+    if (n_ == 0 || std::memcmp(d_, kFileMagic, m) != 0) fatal("not a latency-doctor trace (bad magic)");
+    if (n_ < kFilePrefixLen) fatal("truncated inside the file header (" + std::to_string(n_) + " bytes)");
     uint32_t version = get_u32(d_ + 8);
     if (version > kFormatVersion)
-      fatal("trace format version " + std::to_string(version) +
-            " is newer than this latency-doctor supports (" + std::to_string(kFormatVersion) + ")");
-    if (version != kFormatVersion)
-      fatal("unsupported trace format version " + std::to_string(version));
+      fatal("trace format version " + std::to_string(version) + " is newer than this latency-doctor supports (" +
+            std::to_string(kFormatVersion) + ")");
+    if (version != kFormatVersion) fatal("unsupported trace format version " + std::to_string(version));
     uint32_t hlen = get_u32(d_ + 12);
     size_t avail = n_ - kFilePrefixLen;
     if (hlen > kMaxHeaderLen || avail < 4 || hlen > avail - 4)
-      fatal("file header truncated or corrupt (header length " + std::to_string(hlen) + ", " +
-            std::to_string(avail) + " bytes follow)");
+      fatal("file header truncated or corrupt (header length " + std::to_string(hlen) + ", " + std::to_string(avail) +
+            " bytes follow)");
     const uint8_t* js = d_ + kFilePrefixLen;
     if (crc_of(js, hlen) != get_u32(js + hlen)) fatal("file header CRC mismatch (corrupt header)");
     sum_.header = parse_object(js, hlen);
@@ -334,8 +322,8 @@ class Reader {
   }
 
   size_t truncated(size_t pos) {
-    warn(name_ + ": truncated at byte " + std::to_string(pos) + " (last " +
-         std::to_string(n_ - pos) + " bytes unreadable); the trace ends there");
+    warn(name_ + ": truncated at byte " + std::to_string(pos) + " (last " + std::to_string(n_ - pos) +
+         " bytes unreadable); the trace ends there");
     return n_;
   }
 
@@ -344,8 +332,7 @@ class Reader {
     size_t left = n_ - pos;
     if (left < sizeof kChunkMagic || std::memcmp(d_ + pos, kChunkMagic, sizeof kChunkMagic) != 0) {
       // A partial magic at the very end is a cut, anything else is garbage to skip.
-      if (left < sizeof kChunkMagic && std::memcmp(d_ + pos, kChunkMagic, left) == 0)
-        return truncated(pos);
+      if (left < sizeof kChunkMagic && std::memcmp(d_ + pos, kChunkMagic, left) == 0) return truncated(pos);
       return bad_chunk(pos, "bad chunk magic");
     }
     if (left < kChunkHeaderLen) return truncated(pos);
@@ -357,8 +344,7 @@ class Reader {
       size_t next = resync(pos);
       if (next == n_) return truncated(pos);
       ++sum_.chunks_bad;
-      warn(at(pos) + "compressed length " + std::to_string(clen) +
-           " runs past the end of the file; skipped");
+      warn(at(pos) + "compressed length " + std::to_string(clen) + " runs past the end of the file; skipped");
       return next;
     }
     const uint8_t* body = h + kChunkHeaderLen;
@@ -376,18 +362,15 @@ class Reader {
       warn(at(pos) + problem + "; skipped");
       return next;
     }
-    if (kind == kChunkEvents)
-      walk_records(pos);
-    else
-      take_trailer(pos);
+    if (kind == kChunkEvents) walk_records(pos);
+    else take_trailer(pos);
     return next;
   }
 
   // Decompresses into raw_ (exactly rlen bytes); returns "" or the problem.
   std::string inflate(const uint8_t* body, uint32_t clen, uint32_t rlen) {
     if (rlen > kMaxRawLen || rlen > static_cast<uint64_t>(clen) * kMaxInflateRatio + 1024)
-      return "raw length " + std::to_string(rlen) + " is implausible for " + std::to_string(clen) +
-             " compressed bytes";
+      return "raw length " + std::to_string(rlen) + " is implausible for " + std::to_string(clen) + " compressed bytes";
     raw_.resize(rlen);
     if (!decompressor_) {
       decompressor_.reset(libdeflate_alloc_decompressor());
@@ -395,15 +378,13 @@ class Reader {
     }
     // Decodes the zlib stream whole, its adler32 checked, ~2-3x zlib's inflate.
     size_t in_len = 0, out_len = 0;
-    libdeflate_result rc = libdeflate_zlib_decompress_ex(decompressor_.get(), body, clen,
-                                                         raw_.data(), rlen, &in_len, &out_len);
-    if (rc == LIBDEFLATE_INSUFFICIENT_SPACE)
-      return "decompresses to more than its raw length " + std::to_string(rlen);
+    libdeflate_result rc =
+        libdeflate_zlib_decompress_ex(decompressor_.get(), body, clen, raw_.data(), rlen, &in_len, &out_len);
+    if (rc == LIBDEFLATE_INSUFFICIENT_SPACE) return "decompresses to more than its raw length " + std::to_string(rlen);
     if (rc == LIBDEFLATE_BAD_DATA) return "corrupt compressed data";
     if (rc != LIBDEFLATE_SUCCESS) return "decompression failed (code " + std::to_string(rc) + ")";
     if (out_len != rlen)
-      return "decompressed to " + std::to_string(out_len) + " bytes, header says " +
-             std::to_string(rlen);
+      return "decompressed to " + std::to_string(out_len) + " bytes, header says " + std::to_string(rlen);
     if (in_len != clen) return "trailing bytes after the compressed stream";
     return "";
   }
@@ -415,16 +396,12 @@ class Reader {
     while (off < total) {
       size_t left = total - off;
       if (left < sizeof(ld_hdr)) {
-        return bad_record(chunk_pos, off,
-                          std::to_string(left) + " trailing bytes, shorter than a record header");
+        return bad_record(chunk_pos, off, std::to_string(left) + " trailing bytes, shorter than a record header");
       }
       uint16_t size = get_u16(raw_.data() + off + offsetof(ld_hdr, size));
       if (size < sizeof(ld_hdr))  // includes 0, which would otherwise never advance
-        return bad_record(chunk_pos, off,
-                          "size " + std::to_string(size) + " is smaller than a record header");
-      if (size > left)
-        return bad_record(chunk_pos, off,
-                          "size " + std::to_string(size) + " runs past the chunk end");
+        return bad_record(chunk_pos, off, "size " + std::to_string(size) + " is smaller than a record header");
+      if (size > left) return bad_record(chunk_pos, off, "size " + std::to_string(size) + " runs past the chunk end");
       deliver(raw_.data() + off, size);
       off += size;
     }
@@ -433,8 +410,7 @@ class Reader {
 
   void bad_record(size_t chunk_pos, size_t off, const std::string& problem) {
     ++sum_.chunks_bad;
-    warn(at(chunk_pos) + "record at data offset " + std::to_string(off) + ": " + problem +
-         "; rest of chunk skipped");
+    warn(at(chunk_pos) + "record at data offset " + std::to_string(off) + ": " + problem + "; rest of chunk skipped");
   }
 
   // Copies into 8-aligned storage: records inside raw_ sit at arbitrary offsets, and the
@@ -522,8 +498,7 @@ class FileBytes {
 
 }  // namespace
 
-ReadSummary read_trace_bytes(const uint8_t* data, size_t size, const std::string& name,
-                             const RecordSink& sink) {
+ReadSummary read_trace_bytes(const uint8_t* data, size_t size, const std::string& name, const RecordSink& sink) {
   if (data == nullptr) size = 0;
   return Reader(data, size, name, sink).run();
 }

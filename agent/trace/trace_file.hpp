@@ -1,8 +1,9 @@
 // .ldtrace: the recorded event stream plus the facts needed to analyse it.
 //
 // Layout (all integers little-endian):
-//   file header : "LDTRACE\0" | u32 format_version | u32 header_len | header JSON (header_len bytes) | u32 crc32(header JSON)
-//   chunk*      : "LDCK" | u32 kind | u32 compressed_len | u32 raw_len | u32 crc32(compressed bytes) | compressed bytes (zlib)
+//   file header : "LDTRACE\0" | u32 format_version | u32 header_len | header JSON (header_len bytes) | u32 crc32(header
+//   JSON) chunk*      : "LDCK" | u32 kind | u32 compressed_len | u32 raw_len | u32 crc32(compressed bytes) | compressed
+//   bytes (zlib)
 // Chunk kinds: 1 = EVENTS (raw_len bytes of concatenated event records, each starting with
 // struct ld_hdr from bpf/events.h, `size` giving its length); 2 = TRAILER (JSON, written once at
 // the end: probe counters, end time).
@@ -37,8 +38,7 @@ class TraceWriter {
   // or device such as /dev/null keeps its mode) and writes the file header.
   // Throws TraceError with a one-line reason (path + strerror) on failure. `header` must be a
   // JSON object (null is written as {}); chunk_bytes is the raw size that triggers a chunk.
-  TraceWriter(const std::string& path, const nlohmann::json& header,
-              size_t chunk_bytes = 256 * 1024);
+  TraceWriter(const std::string& path, const nlohmann::json& header, size_t chunk_bytes = 256 * 1024);
   ~TraceWriter();  // flushes what is buffered; never throws
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
@@ -63,9 +63,9 @@ class TraceWriter {
 };
 
 struct ReadSummary {
-  nlohmann::json header;              // the file header JSON
-  nlohmann::json trailer;             // null when the trace has none (agent killed)
-  uint64_t records = 0;               // records delivered to the sink
+  nlohmann::json header;   // the file header JSON
+  nlohmann::json trailer;  // null when the trace has none (agent killed)
+  uint64_t records = 0;    // records delivered to the sink
   uint64_t chunks_ok = 0;
   uint64_t chunks_bad = 0;
   // One line each, e.g. "trace.ldtrace: chunk at byte 1234: CRC mismatch; skipped" or
@@ -82,7 +82,6 @@ using RecordSink = std::function<void(const ld_hdr& rec)>;
 // version, header corrupt). Everything else becomes a warning in ReadSummary.
 ReadSummary read_trace(const std::string& path, const RecordSink& sink);
 // The same over bytes in memory (used by the fuzzer and tests); `name` is used in messages.
-ReadSummary read_trace_bytes(const uint8_t* data, size_t size, const std::string& name,
-                             const RecordSink& sink);
+ReadSummary read_trace_bytes(const uint8_t* data, size_t size, const std::string& name, const RecordSink& sink);
 
 }  // namespace ld::trace

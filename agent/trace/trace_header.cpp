@@ -77,7 +77,10 @@ class Fields {
 json probes_to_json(const std::vector<model::ProbeStatus>& probes) {
   json list = json::array();
   for (const auto& p : probes)
-    list.push_back({{"name", p.name}, {"status", std::string(p.status_name())}, {"reason", p.reason}, {"events", p.events},
+    list.push_back({{"name", p.name},
+                    {"status", std::string(p.status_name())},
+                    {"reason", p.reason},
+                    {"events", p.events},
                     {"lost", p.lost}});
   return list;
 }
@@ -114,9 +117,8 @@ model::AgentCost agent_cost_from(const json& agent) {
   model::AgentCost cost;
   double wakeups = 0;
   if (!number("attach_ms", cost.attach_ms) || !number("attach_cpu_ms", cost.attach_cpu_ms) ||
-      !number("recording_ms", cost.recording_ms) || !number("cpu_ms", cost.cpu_ms) ||
-      !number("wakeups", wakeups) || !number("stop_cpu_ms", cost.stop_cpu_ms) ||
-      !number("peak_rss_mib", cost.peak_rss_mib))
+      !number("recording_ms", cost.recording_ms) || !number("cpu_ms", cost.cpu_ms) || !number("wakeups", wakeups) ||
+      !number("stop_cpu_ms", cost.stop_cpu_ms) || !number("peak_rss_mib", cost.peak_rss_mib))
     return {};
   cost.wakeups = static_cast<uint64_t>(wakeups);
   cost.known = true;

@@ -21,22 +21,22 @@
 namespace ld::trace {
 
 struct TraceHeader {
-  std::string agent_version;                 // the latency-doctor that recorded
+  std::string agent_version;  // the latency-doctor that recorded
   // LD_RECORD_LAYOUT_VERSION (bpf/events.h) of the records; 1 in traces older than the field.
   uint32_t record_layout_version = 1;
   uint64_t created_unix_ns = 0;
-  int64_t realtime_minus_monotonic_ns = 0;   // converts the records' CLOCK_MONOTONIC stamps
-  std::optional<uint64_t> start_mono_ns;     // the window's start; absent: the first record's
-  model::Target target;                      // pids (the targets at start), comm and exe of the first
-  uint64_t target_start_mono_ns = 0;         // when the first target started (cold start); 0 = unknown
-  bool children = false;                     // --children: forks were followed
+  int64_t realtime_minus_monotonic_ns = 0;  // converts the records' CLOCK_MONOTONIC stamps
+  std::optional<uint64_t> start_mono_ns;    // the window's start; absent: the first record's
+  model::Target target;                     // pids (the targets at start), comm and exe of the first
+  uint64_t target_start_mono_ns = 0;        // when the first target started (cold start); 0 = unknown
+  bool children = false;                    // --children: forks were followed
   // The host as recorded (host/host_facts.hpp: cpus, kernel, machine...; "facts": the audit's
   // host facts, docs/audit.md): findings quote these, never the machine `report` runs on.
   nlohmann::json host = nlohmann::json::object();
-  std::string machine = "x86_64";            // host.machine: the syscall table of the records
-  std::string token_source = "sse";          // "sse" or "jsonl:FILE", as asked when recording
-  uint64_t duration_requested_ms = 0;        // 0 = until a signal or the targets' exit
-  std::vector<std::string> probes_requested; // as given to --probes ("default" when none)
+  std::string machine = "x86_64";             // host.machine: the syscall table of the records
+  std::string token_source = "sse";           // "sse" or "jsonl:FILE", as asked when recording
+  uint64_t duration_requested_ms = 0;         // 0 = until a signal or the targets' exit
+  std::vector<std::string> probes_requested;  // as given to --probes ("default" when none)
   // The probes' table. Traces of early versions carried it here; later ones in the trailer.
   std::vector<model::ProbeStatus> probes;
 };
@@ -53,12 +53,12 @@ enum class StopReason : uint8_t {
   kOther,       // a name this version does not know: TraceTrailer::other_stop_reason
 };
 inline constexpr util::EnumNames<StopReason, 7> kStopReasonNames{{{StopReason::kNone, ""},
-                                                                   {StopReason::kDuration, "duration"},
-                                                                   {StopReason::kSignal, "signal"},
-                                                                   {StopReason::kTargetExit, "target-exit"},
-                                                                   {StopReason::kSegment, "segment"},
-                                                                   {StopReason::kWindow, "window"},
-                                                                   {StopReason::kDump, "dump"}}};
+                                                                  {StopReason::kDuration, "duration"},
+                                                                  {StopReason::kSignal, "signal"},
+                                                                  {StopReason::kTargetExit, "target-exit"},
+                                                                  {StopReason::kSegment, "segment"},
+                                                                  {StopReason::kWindow, "window"},
+                                                                  {StopReason::kDump, "dump"}}};
 static_assert(util::names_every_value_in_order(kStopReasonNames));
 inline std::string_view stop_reason_name(StopReason reason) { return util::name_of(kStopReasonNames, reason); }
 inline std::optional<StopReason> parse_stop_reason(std::string_view name) {
@@ -66,13 +66,13 @@ inline std::optional<StopReason> parse_stop_reason(std::string_view name) {
 }
 
 struct TraceTrailer {
-  bool present = false;                   // false: the agent was killed before it wrote one
-  std::optional<uint64_t> end_mono_ns;    // the window's end; absent: the last record's
+  bool present = false;                 // false: the agent was killed before it wrote one
+  std::optional<uint64_t> end_mono_ns;  // the window's end; absent: the last record's
   StopReason stop_reason = StopReason::kNone;
-  std::string other_stop_reason{};        // kOther: the name as read, written back as it was
+  std::string other_stop_reason{};  // kOther: the name as read, written back as it was
   double attach_ms = 0;
-  std::vector<model::ProbeStatus> probes; // counters at the end: events and losses per probe
-  model::AgentCost agent;                 // unknown (known = false) when any part is missing
+  std::vector<model::ProbeStatus> probes;  // counters at the end: events and losses per probe
+  model::AgentCost agent;                  // unknown (known = false) when any part is missing
 
   // The name the trailer holds.
   std::string_view stop_reason_name() const {

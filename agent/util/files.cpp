@@ -34,9 +34,7 @@ std::optional<std::string> read_from_start(int fd) {
   return text;
 }
 
-int open_for_reading(const std::string& path) {
-  return open(path.c_str(), O_RDONLY | O_CLOEXEC);
-}
+int open_for_reading(const std::string& path) { return open(path.c_str(), O_RDONLY | O_CLOEXEC); }
 
 }  // namespace
 

@@ -16,8 +16,8 @@ size_t partition_from(const V& items, size_t& hint, Pred pred) {
   const size_t n = items.size();
   size_t lo = std::min(hint, n);
   if (lo > 0 && !pred(items[lo - 1])) {  // the answer lies before the hint: search behind it
-    hint = static_cast<size_t>(std::partition_point(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(lo), pred) -
-                               items.begin());
+    hint = static_cast<size_t>(
+        std::partition_point(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(lo), pred) - items.begin());
     return hint;
   }
   // Every item before lo satisfies pred; probe lo, lo+1, lo+3, lo+7, ... until one does not.

@@ -31,8 +31,7 @@ std::vector<uint8_t> wrap_in_trace(uint32_t kind, const uint8_t* raw, size_t raw
   put_u32(out, ld::trace::kFormatVersion);
   put_u32(out, static_cast<uint32_t>(header.size()));
   out.insert(out.end(), header.begin(), header.end());
-  put_u32(out, static_cast<uint32_t>(
-                   crc32(0, reinterpret_cast<const Bytef*>(header.data()), header.size())));
+  put_u32(out, static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(header.data()), header.size())));
 
   uLongf clen = compressBound(raw_len);
   std::vector<uint8_t> comp(clen);

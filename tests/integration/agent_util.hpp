@@ -35,8 +35,8 @@ inline std::string skip_reason() {
   return "";
 }
 
-#define REQUIRE_BPF()                                   \
-  do {                                                  \
+#define REQUIRE_BPF()                                                \
+  do {                                                               \
     if (auto why = skip_reason(); !why.empty()) GTEST_SKIP() << why; \
   } while (0)
 
@@ -84,8 +84,7 @@ inline std::unique_ptr<Child> start_attach(int pid, std::vector<std::string> ext
   argv.insert(argv.end(), extra.begin(), extra.end());
   auto agent = std::make_unique<Child>(argv);
   auto until = std::chrono::steady_clock::now() + 20s;
-  while (agent->err().find("attached to pid") == std::string::npos &&
-         std::chrono::steady_clock::now() < until) {
+  while (agent->err().find("attached to pid") == std::string::npos && std::chrono::steady_clock::now() < until) {
     if (agent->wait(0ms)) break;
     std::this_thread::sleep_for(20ms);
   }
@@ -117,7 +116,7 @@ inline std::vector<double> sorted_ttfts_ms(const ld::bench::BenchResult& result)
 }
 
 inline json run_and_report(int pid, const std::string& duration, const std::function<void()>& load,
-                    std::vector<std::string> extra = {}) {
+                           std::vector<std::string> extra = {}) {
   std::string out = "/tmp/ld-report-" + std::to_string(getpid()) + ".json";
   std::vector<std::string> args{"--duration", duration, "--format", "json", "-o", out};
   args.insert(args.end(), extra.begin(), extra.end());

@@ -20,8 +20,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "bench/bench.hpp"
 #include "agent_util.hpp"
+#include "bench/bench.hpp"
 #include "proc_util.hpp"
 
 using namespace std::chrono_literals;
@@ -51,8 +51,7 @@ TEST(RootAttach, MatchesBenchOnTheSampleTarget) {
   std::sort(server_ttft.begin(), server_ttft.end());
   auto client_ttft = sorted_ttfts_ms(bench);
   ASSERT_EQ(server_ttft.size(), client_ttft.size());
-  for (size_t i = 0; i < server_ttft.size(); ++i)
-    EXPECT_NEAR(server_ttft[i], client_ttft[i], 15.0) << "rank " << i;
+  for (size_t i = 0; i < server_ttft.size(); ++i) EXPECT_NEAR(server_ttft[i], client_ttft[i], 15.0) << "rank " << i;
   EXPECT_NEAR(report["summary"]["ttft_ms"]["p50"].get<double>(), bench.ttft_p50_ms, 15.0);
   EXPECT_NEAR(report["summary"]["tpot_ms"]["p50"].get<double>(), bench.tpot_median_ms, 5.0);
 
@@ -96,7 +95,8 @@ TEST_P(RootWire, CountsEveryRequestAndToken) {
   ld::bench::BenchResult bench;
   std::vector<std::string> hook;
   if (wire_case.syscall_exits) hook = {"--sock-hook", "syscall-exits"};
-  json report = run_and_report(server.proc->pid(), "60s", [&] { bench = drive(server, 6, 2, 8); }, hook);
+  json report = run_and_report(
+      server.proc->pid(), "60s", [&] { bench = drive(server, 6, 2, 8); }, hook);
   ASSERT_FALSE(report.is_discarded());
   ASSERT_EQ(bench.failed, 0);
   EXPECT_EQ(bench.tokens, 6u * 8u);
@@ -121,8 +121,9 @@ TEST_P(RootWire, CountsEveryRequestAndToken) {
 
 std::vector<WireCase> wire_cases() {
   const std::vector<std::vector<std::string>> servers{
-      {"--wire", "openai"}, {"--wire", "llamacpp", "--close-after-stream"},
-      {"--wire", "uvicorn"}, {"--wire", "rust"}, {"--wire", "msg"}, {"--plain"}};
+      {"--wire", "openai"},  {"--wire", "llamacpp", "--close-after-stream"},
+      {"--wire", "uvicorn"}, {"--wire", "rust"},
+      {"--wire", "msg"},     {"--plain"}};
   std::vector<WireCase> cases;
   for (bool exits : {false, true})
     for (const auto& s : servers) cases.push_back({s, exits});
@@ -143,15 +144,17 @@ TEST(RootAttach, TokenLogReplacesSocketSends) {
   ASSERT_GT(server.port, 0);
   std::string log = "/tmp/ld-tokens-" + std::to_string(getpid()) + ".jsonl";
   ld::bench::BenchResult bench;
-  json report = run_and_report(server.proc->pid(), "60s", [&] {
-    ld::bench::BenchOptions options;
-    options.url = server.url();
-    options.requests = 4;
-    options.concurrency = 2;
-    options.max_tokens = 7;
-    options.tokens_out = log;
-    bench = ld::bench::run_bench(options);
-  }, {"--tokens", "jsonl:" + log});
+  json report = run_and_report(server.proc->pid(), "60s",
+                               [&] {
+                                 ld::bench::BenchOptions options;
+                                 options.url = server.url();
+                                 options.requests = 4;
+                                 options.concurrency = 2;
+                                 options.max_tokens = 7;
+                                 options.tokens_out = log;
+                                 bench = ld::bench::run_bench(options);
+                               },
+                               {"--tokens", "jsonl:" + log});
   ASSERT_FALSE(report.is_discarded());
   EXPECT_EQ(report["token_source"], "jsonl:" + log);
   EXPECT_EQ(report["summary"]["requests"], 4);
@@ -168,10 +171,12 @@ TEST(RootAttach, SeveralPidsAreOneReport) {
   Server b({"--token-ms", "5", "--tokens", "6", "--wire", "rust"});
   ASSERT_GT(a.port, 0);
   ASSERT_GT(b.port, 0);
-  json report = run_and_report(a.proc->pid(), "60s", [&] {
-    drive(a, 2, 1, 4);
-    drive(b, 3, 1, 6);
-  }, {"--pid", std::to_string(b.proc->pid())});
+  json report = run_and_report(a.proc->pid(), "60s",
+                               [&] {
+                                 drive(a, 2, 1, 4);
+                                 drive(b, 3, 1, 6);
+                               },
+                               {"--pid", std::to_string(b.proc->pid())});
   ASSERT_FALSE(report.is_discarded());
   EXPECT_EQ(report["summary"]["requests"], 5);
   EXPECT_EQ(report["summary"]["tokens"], 2 * 4 + 3 * 6);
@@ -215,9 +220,8 @@ TEST(RootAttach, DropsLoadingPrivilegesOnceAttached) {
   REQUIRE_BPF();
   Server server({"--token-ms", "5"});
   // Every probe but gil (which may attach later: below).
-  auto agent = start_attach(server.proc->pid(),
-                            {"--duration", "5m", "--probes",
-                             "sock,sched,perf,memory,disk,futex,tcp,cgroup,reclaim,cpufreq"});
+  auto agent = start_attach(server.proc->pid(), {"--duration", "5m", "--probes",
+                                                 "sock,sched,perf,memory,disk,futex,tcp,cgroup,reclaim,cpufreq"});
   // Capabilities are per thread: every thread the agent still runs must have dropped them.
   // One reading thread; the cgroup sampler runs only under a CPU quota (its threads'
   // capabilities: CgroupProbe.QuotaSetDuringTheRunIsSampledEvery50ms).
@@ -236,12 +240,10 @@ TEST(RootAttach, KeepsAttachingPrivilegesOnlyWhileTheGilProbeMayAttach) {
   Server server({"--token-ms", "5"});
   auto agent = start_attach(server.proc->pid(), {"--duration", "5m", "--read-interval", "1s"});
   int threads = 0;
-  EXPECT_NE(attaching_threads(agent->pid(), &threads), "")
-      << "dropped before the GIL probe's search ended";
+  EXPECT_NE(attaching_threads(agent->pid(), &threads), "") << "dropped before the GIL probe's search ended";
   auto until = std::chrono::steady_clock::now() + 25s;
   std::string held;
-  while (!(held = attaching_threads(agent->pid(), &threads)).empty() &&
-         std::chrono::steady_clock::now() < until)
+  while (!(held = attaching_threads(agent->pid(), &threads)).empty() && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(200ms);
   EXPECT_EQ(held, "") << "still held 25 s after attach by" << held;
   agent->signal(SIGINT);
@@ -274,13 +276,11 @@ TEST(RootAttach, SigintWhileLoadingStillReportsAndLeavesNothingLoaded) {
   Server server({"--token-ms", "5", "--tokens", "5"});
   ASSERT_GT(server.port, 0);
   int before = loaded_ld_programs();
-  Child agent({kAgent, "attach", "--pid", std::to_string(server.proc->pid()), "--duration", "5m",
-               "--format", "json"});
+  Child agent({kAgent, "attach", "--pid", std::to_string(server.proc->pid()), "--duration", "5m", "--format", "json"});
   // The first of our programs in the kernel: the agent is inside the loading, past installing
   // its signal handlers.
   auto until = std::chrono::steady_clock::now() + 20s;
-  while (loaded_ld_programs() <= before && std::chrono::steady_clock::now() < until &&
-         !agent.wait(0ms))
+  while (loaded_ld_programs() <= before && std::chrono::steady_clock::now() < until && !agent.wait(0ms))
     std::this_thread::sleep_for(5ms);
   bool mid_attach = agent.err().find("attached to pid") == std::string::npos;
   agent.signal(SIGINT);
@@ -311,8 +311,7 @@ TEST(RootAttach, TargetExitEndsTheTraceWithAReport) {
   Server server({"--token-ms", "5", "--tokens", "4"});
   // The exit ends the wait at once (the target's pidfd), not at the end of a read interval:
   // with one of 10 s the agent must be gone well before it.
-  auto agent = start_attach(server.proc->pid(),
-                            {"--duration", "5m", "--format", "json", "--read-interval", "10s"});
+  auto agent = start_attach(server.proc->pid(), {"--duration", "5m", "--format", "json", "--read-interval", "10s"});
   drive(server, 3, 1, 4);
   std::this_thread::sleep_for(500ms);  // past the first wake-up's reading, if any
   server.proc->signal(SIGKILL);
@@ -329,8 +328,7 @@ TEST(RootAttach, RecordedTraceGivesTheSameReport) {
   REQUIRE_BPF();
   Server server({"--token-ms", "5", "--tokens", "6", "--wire", "uvicorn"});
   std::string trace = "/tmp/ld-rt-" + std::to_string(getpid()) + ".ldtrace";
-  json live = run_and_report(server.proc->pid(), "60s", [&] { drive(server, 4, 2, 6); },
-                             {"--record", trace});
+  json live = run_and_report(server.proc->pid(), "60s", [&] { drive(server, 4, 2, 6); }, {"--record", trace});
   struct stat st {};
   ASSERT_EQ(stat(trace.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
@@ -348,8 +346,8 @@ TEST(RootAttach, Kill9DuringRecordKeepsTheFlushedChunks) {
   REQUIRE_BPF();
   Server server({"--token-ms", "5", "--tokens", "5"});
   std::string trace = "/tmp/ld-k9-" + std::to_string(getpid()) + ".ldtrace";
-  Child rec({kAgent, "record", "--pid", std::to_string(server.proc->pid()), "--duration", "5m",
-             "--read-interval", "1s", "-o", trace});
+  Child rec({kAgent, "record", "--pid", std::to_string(server.proc->pid()), "--duration", "5m", "--read-interval", "1s",
+             "-o", trace});
   ASSERT_TRUE([&] {
     for (int i = 0; i < 500; ++i) {
       if (rec.err().find("attached to pid") != std::string::npos) return true;
@@ -377,8 +375,7 @@ TEST(RootAttach, ReadIntervalSetsHowOftenTheAgentWakes) {
   REQUIRE_BPF();
   auto wakeups_with = [](const std::string& interval) {
     Child idle({"/bin/sleep", "60"});
-    auto agent =
-        start_attach(idle.pid(), {"--duration", "3s", "--read-interval", interval, "--format", "json"});
+    auto agent = start_attach(idle.pid(), {"--duration", "3s", "--read-interval", interval, "--format", "json"});
     auto code = agent->wait(30s);
     EXPECT_EQ(code.value_or(-1), 0) << agent->err();
     json report = json::parse(agent->out(), nullptr, false);
@@ -413,8 +410,7 @@ TEST(RootAttach, BadTargetsAndFlagsGiveOneLineErrors) {
       {{"attach", "--pid", "1", "--probes", "nope"}, 1, "unknown probe 'nope'"},
       {{"attach", "--pid", "1", "--read-interval", "20s"}, 1, "--read-interval 20s"},
       {{"attach", "--pid", "1", "--read-interval", "50ms"}, 1, "--read-interval 50ms"},
-      {{"record", "--pid", "1", "-o", "/tmp/never-written", "--read-interval", "often"}, 1,
-       "--read-interval often"},
+      {{"record", "--pid", "1", "-o", "/tmp/never-written", "--read-interval", "often"}, 1, "--read-interval often"},
       {{"attach", "--pid", "1", "-o", "/nonexistent-dir/r.json"}, 2, "cannot write /nonexistent-dir/r.json"},
       {{"attach"}, 1, "--pid"},
       {{"report", "/nonexistent.ldtrace"}, 2, "cannot read /nonexistent.ldtrace"},
@@ -446,9 +442,8 @@ TEST(RootAttach, WithoutPrivilegeSaysWhatIsMissing) {
   paranoid >> disabled;
   if (disabled == 0) GTEST_SKIP() << "unprivileged BPF is enabled on this host";
   Server server({"--token-ms", "5"});
-  Child agent({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-               "--inh-caps=-all", kAgent, "attach", "--pid", std::to_string(server.proc->pid()),
-               "--duration", "1s"});
+  Child agent({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", kAgent,
+               "attach", "--pid", std::to_string(server.proc->pid()), "--duration", "1s"});
   EXPECT_EQ(agent.wait(20s).value_or(-1), 2);
   EXPECT_NE(agent.err().find("permission denied"), std::string::npos) << agent.err();
   EXPECT_NE(agent.err().find("CAP_BPF"), std::string::npos) << agent.err();

@@ -10,18 +10,15 @@
 
 #include <gtest/gtest.h>
 
+#include "cgroup_util.hpp"
 #include "events.h"
 #include "host/cgroup.hpp"
-#include "cgroup_util.hpp"
 #include "probe_test_util.hpp"
 
 using namespace std::chrono_literals;
 using ld::test::Child;
 
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 TEST(CgroupProbe, QuotaThrottlingOfAHog) {
   if (auto why = ld::test::bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
@@ -70,8 +67,8 @@ TEST(CgroupProbe, QuotaThrottlingOfAHog) {
   }
   EXPECT_GE(during, 12) << "samples during the 1.5 s run";
   std::cout << "[ metrics  ] " << samples.size() << " samples, " << during << " during 1.5 s; nr_throttled +"
-            << (after.nr_throttled - before->nr_throttled) << ", throttled " << throttled / 1e6
-            << " ms of " << (end - start) / 1e6 << " ms (" << ratio * 100 << "%)\n";
+            << (after.nr_throttled - before->nr_throttled) << ", throttled " << throttled / 1e6 << " ms of "
+            << (end - start) / 1e6 << " ms (" << ratio * 100 << "%)\n";
 }
 
 // Without a quota the session's tick samples (every read interval: 1 s here); a quota set
@@ -124,8 +121,8 @@ TEST(CgroupProbe, QuotaSetDuringTheRunIsSampledEvery50ms) {
   EXPECT_GE(limited, 8u);
   uint64_t throttled_periods = samples.back().nr_throttled - samples[first_limited].nr_throttled;
   EXPECT_GE(throttled_periods, 5u);
-  std::cout << "[ metrics  ] " << unlimited << " samples before the quota, " << limited
-            << " after; nr_throttled +" << throttled_periods << "\n";
+  std::cout << "[ metrics  ] " << unlimited << " samples before the quota, " << limited << " after; nr_throttled +"
+            << throttled_periods << "\n";
 }
 
 // No quota, no throttling: the cgroup of the test itself, sampled at idle.

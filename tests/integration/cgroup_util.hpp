@@ -81,5 +81,4 @@ class QuotaCgroup {
   bool v2_ = false;
 };
 
-
 }  // namespace ld::test

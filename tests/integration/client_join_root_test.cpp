@@ -15,9 +15,9 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
-#include <iostream>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -199,9 +199,10 @@ void expect_outside_the_server(const Joined& j, int requests) {
   EXPECT_GT(c["bunched_share"].get<double>(), 0.5);
   // client TTFT = before + server + after, for every request.
   for (const auto& r : c["requests"])
-    EXPECT_NEAR(r["client_ttft_ms"].get<double>(),
-                r["before_server_ms"].get<double>() + r["server_ttft_ms"].get<double>() + r["after_server_ms"].get<double>(),
-                0.01);
+    EXPECT_NEAR(
+        r["client_ttft_ms"].get<double>(),
+        r["before_server_ms"].get<double>() + r["server_ttft_ms"].get<double>() + r["after_server_ms"].get<double>(),
+        0.01);
   EXPECT_TRUE(has_finding(j.report, "proxy-buffering")) << j.report["findings"].dump(1);
   // The server's own report blames nothing on the proxy: its times are its own.
   EXPECT_LT(j.report["summary"]["ttft_ms"]["p50"].get<double>(), p50(c, "client_ttft_ms") - 100);

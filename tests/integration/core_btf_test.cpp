@@ -43,8 +43,7 @@ ObjPtr load(const CoreObject& obj, const char* btf_path) {
   LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = name.c_str(), .btf_custom_path = btf_path);
   ObjPtr o(bpf_object__open_mem(obj.elf, obj.size, &opts));
   if (!o) return nullptr;
-  if (bpf_map* events = bpf_object__find_map_by_name(o.get(), "ld_events"))
-    bpf_map__set_max_entries(events, 4096);
+  if (bpf_map* events = bpf_object__find_map_by_name(o.get(), "ld_events")) bpf_map__set_max_entries(events, 4096);
   if (bpf_object__load(o.get()) != 0) return nullptr;
   return o;
 }
@@ -62,8 +61,7 @@ std::vector<bpf_insn> relocated(const bpf_program* prog) {
 }
 
 bool same(const bpf_insn& a, const bpf_insn& b) {
-  return a.code == b.code && a.dst_reg == b.dst_reg && a.src_reg == b.src_reg && a.off == b.off &&
-         a.imm == b.imm;
+  return a.code == b.code && a.dst_reg == b.dst_reg && a.src_reg == b.src_reg && a.off == b.off && a.imm == b.imm;
 }
 
 }  // namespace

@@ -38,8 +38,8 @@ constexpr uint32_t kStreamArg = 0x5, kEventArg = 0x77;  // cuda_steps' stream an
 struct Pattern {
   uint64_t steps = 5, launches = 20, kernel_us = 200, memcpy_bytes = 4 << 20, driver_launches = 3;
   std::vector<std::string> args() const {
-    return {"--steps", std::to_string(steps), "--launches", std::to_string(launches),
-            "--kernel-us", std::to_string(kernel_us), "--memcpy-bytes", std::to_string(memcpy_bytes),
+    return {"--steps",           std::to_string(steps),          "--launches",     std::to_string(launches),
+            "--kernel-us",       std::to_string(kernel_us),      "--memcpy-bytes", std::to_string(memcpy_bytes),
             "--driver-launches", std::to_string(driver_launches)};
   }
 };
@@ -203,9 +203,7 @@ void record_steps(const std::string& sync_mode) {
 
 uint64_t ns_per_launch(Child& wl) { return ld::test::parse_fields(wl.out())["bench_ns_per_launch"]; }
 
-std::vector<std::string> bench_args() {
-  return {"--bench-ms", "300", "--launch-cpu-us", "0"};
-}
+std::vector<std::string> bench_args() { return {"--bench-ms", "300", "--launch-cpu-us", "0"}; }
 
 // bpftool's perf-event attachments that are uprobes on a file of process `pid`'s root.
 std::vector<std::string> uprobes_of(int pid) {
@@ -258,12 +256,12 @@ TEST(CudaProbe, LaunchesWithoutASyncAreSummedPerFiveMsAndFlushedAtTheEnd) {
   auto bursts = of_kind(rec.of_type<ld_cuda_call>(LD_EV_CUDA), LD_CUDA_LAUNCH);
   ASSERT_GE(bursts.size(), 20u);
   EXPECT_EQ(launches_in(bursts), out["bench_launches"]);
-  for (size_t i = 1; i < bursts.size(); ++i)
-    EXPECT_GE(bursts[i].start_ns - bursts[i - 1].start_ns, 5000000u) << i;
-  std::printf("  empty launches through the fake runtime and driver: %llu ns each without the "
-              "probe, %llu ns with it (%zu bursts, %llu launches)\n",
-              (unsigned long long)ns_per_launch(bare), (unsigned long long)ns_per_launch(wl),
-              bursts.size(), (unsigned long long)out["bench_launches"]);
+  for (size_t i = 1; i < bursts.size(); ++i) EXPECT_GE(bursts[i].start_ns - bursts[i - 1].start_ns, 5000000u) << i;
+  std::printf(
+      "  empty launches through the fake runtime and driver: %llu ns each without the "
+      "probe, %llu ns with it (%zu bursts, %llu launches)\n",
+      (unsigned long long)ns_per_launch(bare), (unsigned long long)ns_per_launch(wl), bursts.size(),
+      (unsigned long long)out["bench_launches"]);
 }
 
 // --cuda-launches off: the steps' syncs, copy and allocations are timed as before, no launch is
@@ -335,7 +333,8 @@ TEST(NvmlProbe, SamplesTheGpuOfACudaTarget) {
   ASSERT_EQ(rec.agent_exit, 0) << rec.agent_err;
   const auto status = rec.probe("nvml");
   EXPECT_EQ(status.value("status", ""), "attached") << status.dump();
-  EXPECT_NE(status.value("reason", "").find("NVML every 200 ms: 1 GPU(s) (FAKE-H100)"), std::string::npos) << status.dump();
+  EXPECT_NE(status.value("reason", "").find("NVML every 200 ms: 1 GPU(s) (FAKE-H100)"), std::string::npos)
+      << status.dump();
   const auto samples = rec.of_type<ld_gpu_sample>(LD_EV_GPU_SAMPLE);
   ASSERT_GE(samples.size(), 5u) << status.dump();
   for (const auto& g : samples) {
@@ -392,8 +391,7 @@ TEST(CudaProbe, TargetWithoutCudaIsUnavailable) {
   ASSERT_EQ(rec.agent_exit, 0) << rec.agent_err;
   auto status = rec.probe("cuda");
   EXPECT_EQ(status.value("status", ""), "unavailable") << status.dump();
-  EXPECT_NE(status.value("reason", "").find("no CUDA library (libcuda.so / libcudart.so)"),
-            std::string::npos)
+  EXPECT_NE(status.value("reason", "").find("no CUDA library (libcuda.so / libcudart.so)"), std::string::npos)
       << status.dump();
   EXPECT_EQ(rec.probe("sched").value("status", ""), "attached");
   EXPECT_TRUE(rec.of_type<ld_cuda_call>(LD_EV_CUDA).empty());
@@ -406,8 +404,7 @@ TEST(CudaProbe, YoungTargetWithoutCudaIsLookedAtAgain) {
   auto rec = ld::test::record_workload(wl, "cuda", 10s);
   auto status = rec.probe("cuda");
   EXPECT_EQ(status.value("status", ""), "attached") << status.dump();
-  EXPECT_NE(status.value("reason", "").find("no CUDA library"), std::string::npos)
-      << status.dump();
+  EXPECT_NE(status.value("reason", "").find("no CUDA library"), std::string::npos) << status.dump();
   // "attached" must not read as hooked: the reason says first that nothing was.
   EXPECT_EQ(status.value("reason", "").rfind("nothing hooked", 0), 0u) << status.dump();
 }
@@ -434,11 +431,11 @@ TEST(CudaProbe, NothingLeftAttachedAfterSigint) {
   Child wl = start_steps({"--steps", "1"});
   ASSERT_TRUE(wait_started(wl)) << wl.err();
   const std::string trace = "/tmp/ld-cuda-sigint-" + std::to_string(getpid()) + ".ldtrace";
-  Child agent({ld::test::agent_path(), "record", "--pid", std::to_string(wl.pid()), "--probes",
-               "cuda", "--duration", "5m", "-o", trace});
+  Child agent({ld::test::agent_path(), "record", "--pid", std::to_string(wl.pid()), "--probes", "cuda", "--duration",
+               "5m", "-o", trace});
   auto until = std::chrono::steady_clock::now() + 30s;
-  while (agent.err().find("attached to pid") == std::string::npos &&
-         std::chrono::steady_clock::now() < until && !agent.wait(0ms))
+  while (agent.err().find("attached to pid") == std::string::npos && std::chrono::steady_clock::now() < until &&
+         !agent.wait(0ms))
     std::this_thread::sleep_for(20ms);
   auto attached = uprobes_of(wl.pid());
   std::string all;
@@ -461,8 +458,8 @@ TEST(CudaProbe, NothingLeftAttachedAfterSigint) {
 // same as the one-name lookup finds; names a library lacks are absent.
 TEST(CudaSymbols, DynamicSymbolsOfTheFakeDriver) {
   const std::string lib = kFakeCuda + "/libcuda.so.1";
-  auto found = ld::probes::find_dynamic_symbols(lib, {"cuLaunchKernel", "cuCtxSynchronize",
-                                                      "cudaLaunchKernel", "cuNoSuchCall"});
+  auto found =
+      ld::probes::find_dynamic_symbols(lib, {"cuLaunchKernel", "cuCtxSynchronize", "cudaLaunchKernel", "cuNoSuchCall"});
   ASSERT_EQ(found.size(), 2u);
   for (const char* name : {"cuLaunchKernel", "cuCtxSynchronize"}) {
     auto one = ld::probes::find_elf_symbol(lib, name);
@@ -491,4 +488,3 @@ TEST(ProcessMaps, OneReadServesEveryProbeLookingAtTheSameTime) {
   // A process that is gone reads as "".
   EXPECT_EQ(read_process_maps(0x7ffffff0u, t0 + 2 * kMapsFreshNs), "");
 }
-

@@ -56,8 +56,7 @@ TEST(DiskProbe, FsyncTimesAndPathOnTheRightThread) {
   std::string path = m[3];
   std::vector<uint64_t> own_ns;
   const std::regex re(R"(dur_ns=(\d+))");
-  for (std::sregex_iterator it(out.begin(), out.end(), re), end;
-       it != end; ++it)
+  for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it)
     own_ns.push_back(std::stoull((*it)[1]));
   ASSERT_EQ(own_ns.size(), 5u) << out;
 
@@ -72,8 +71,7 @@ TEST(DiskProbe, FsyncTimesAndPathOnTheRightThread) {
     EXPECT_EQ(f.fixed.ret, 0);
     EXPECT_EQ(f.path, path) << "fsync " << i;  // the whole path: 4 names reach the root
     double ours = f.fixed.dur_ns, theirs = own_ns[i];
-    std::printf("disk: fsync %zu probe %.3f ms workload %.3f ms %s\n", i, ours / 1e6, theirs / 1e6,
-                f.path.c_str());
+    std::printf("disk: fsync %zu probe %.3f ms workload %.3f ms %s\n", i, ours / 1e6, theirs / 1e6, f.path.c_str());
     EXPECT_LE(std::abs(ours - theirs), std::max(0.2 * theirs, 2e6))
         << "fsync " << i << ": probe " << ours / 1e6 << " ms, workload " << theirs / 1e6 << " ms";
   }

@@ -201,10 +201,27 @@ TEST(FramesProbe, Python313DebugOffsetsMatchTheTable) {
   ASSERT_TRUE(table);
   const ld_py_offsets& got = found->proc.off;
 #define SAME(f) EXPECT_EQ(got.f, table->f) << #f
-  SAME(runtime_interp_head); SAME(interp_threads_head); SAME(tstate_next); SAME(tstate_id); SAME(tstate_frame);
-  SAME(frame_code); SAME(frame_previous); SAME(frame_instr); SAME(frame_owner); SAME(code_name);
-  SAME(code_filename); SAME(code_firstlineno); SAME(code_linetable); SAME(code_adaptive); SAME(object_type);
-  SAME(bytes_size); SAME(bytes_data); SAME(str_length); SAME(str_state); SAME(str_ascii_data); SAME(str_utf8);
+  SAME(runtime_interp_head);
+  SAME(interp_threads_head);
+  SAME(tstate_next);
+  SAME(tstate_id);
+  SAME(tstate_frame);
+  SAME(frame_code);
+  SAME(frame_previous);
+  SAME(frame_instr);
+  SAME(frame_owner);
+  SAME(code_name);
+  SAME(code_filename);
+  SAME(code_firstlineno);
+  SAME(code_linetable);
+  SAME(code_adaptive);
+  SAME(object_type);
+  SAME(bytes_size);
+  SAME(bytes_data);
+  SAME(str_length);
+  SAME(str_state);
+  SAME(str_ascii_data);
+  SAME(str_utf8);
 #undef SAME
 }
 

@@ -25,14 +25,12 @@ TEST(FutexProbe, MutexWaitsOfTheWaiterWithTheAddress) {
 
   std::string out = wl.out();
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(mutex=0x([0-9a-f]+) holder_tid=(\d+) waiter_tid=(\d+))")))
-      << out;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(mutex=0x([0-9a-f]+) holder_tid=(\d+) waiter_tid=(\d+))"))) << out;
   uint64_t mutex = std::stoull(m[1], nullptr, 16);
   uint32_t holder = std::stoul(m[2]), waiter = std::stoul(m[3]);
   std::vector<double> own_ms;
   const std::regex re(R"(wait_ns=(\d+))");
-  for (std::sregex_iterator it(out.begin(), out.end(), re), end;
-       it != end; ++it)
+  for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it)
     own_ms.push_back(std::stoull((*it)[1]) / 1e6);
   ASSERT_EQ(own_ms.size(), 10u);
 
@@ -52,13 +50,13 @@ TEST(FutexProbe, MutexWaitsOfTheWaiterWithTheAddress) {
   for (size_t i = 0; i < waits.size(); ++i) {
     const auto& w = waits[i];
     EXPECT_EQ(w.kind, LD_SYS_FUTEX_WAIT);
-    EXPECT_EQ(w.arg1 & 0x7f, 0u);    // FUTEX_WAIT
-    EXPECT_EQ(w.arg1 & 128, 128u);   // FUTEX_PRIVATE_FLAG
+    EXPECT_EQ(w.arg1 & 0x7f, 0u);   // FUTEX_WAIT
+    EXPECT_EQ(w.arg1 & 128, 128u);  // FUTEX_PRIVATE_FLAG
     EXPECT_EQ(w.ret, 0);
     EXPECT_EQ(w.hdr.tgid, static_cast<uint32_t>(wl.pid()));
     double ms = w.dur_ns / 1e6;
     std::printf("futex: round %zu probe %.3f ms waiter %.3f ms\n", i, ms, own_ms[i]);
-    EXPECT_GT(ms, 5.0) << "round " << i;   // the holder keeps it 20 ms
+    EXPECT_GT(ms, 5.0) << "round " << i;  // the holder keeps it 20 ms
     EXPECT_LT(ms, 60.0) << "round " << i;
     EXPECT_NEAR(ms, own_ms[i], 3.0) << "round " << i;
   }

@@ -76,8 +76,7 @@ void run_gil_workload(const std::string& python, uint32_t method) {
   std::vector<bool> uprobe_on;
   std::string needle = "filename /proc/" + std::to_string(py.pid()) + "/root";
   while (!done) {
-    uprobe_on.push_back(read_command("bpftool perf list 2>/dev/null").find(needle) !=
-                        std::string::npos);
+    uprobe_on.push_back(read_command("bpftool perf list 2>/dev/null").find(needle) != std::string::npos);
     std::this_thread::sleep_for(100ms);
   }
   recorder.join();
@@ -90,9 +89,8 @@ void run_gil_workload(const std::string& python, uint32_t method) {
   // least the later half of the run (ending at the target's exit, it was on to the end).
   auto last_on = std::find(uprobe_on.rbegin(), uprobe_on.rend(), true);
   size_t off_at_end = static_cast<size_t>(last_on - uprobe_on.rbegin());
-  EXPECT_GE(off_at_end * 2, uprobe_on.size())
-      << "uprobes still attached after the GIL was learned: off for the last " << off_at_end
-      << " of " << uprobe_on.size() << " samples";
+  EXPECT_GE(off_at_end * 2, uprobe_on.size()) << "uprobes still attached after the GIL was learned: off for the last "
+                                              << off_at_end << " of " << uprobe_on.size() << " samples";
   auto status = rec.probe("gil");
   ASSERT_FALSE(status.is_null()) << rec.trailer.dump();
   ASSERT_EQ(status.value("status", ""), "attached") << status.dump();
@@ -120,9 +118,8 @@ void run_gil_workload(const std::string& python, uint32_t method) {
     if (w.kind != LD_GIL_WAIT_ONE) continue;
     EXPECT_GE(w.dur_ns, 50000u);  // the default threshold
     EXPECT_EQ(w.hdr.ts_ns - w.start_ns, w.dur_ns);
-    bool on_word = std::any_of(addrs.begin(), addrs.end(), [&](const ld_gil_addr& a) {
-      return w.uaddr >= a.uaddr_lo && w.uaddr < a.uaddr_hi;
-    });
+    bool on_word = std::any_of(addrs.begin(), addrs.end(),
+                               [&](const ld_gil_addr& a) { return w.uaddr >= a.uaddr_lo && w.uaddr < a.uaddr_hi; });
     EXPECT_TRUE(on_word) << std::hex << w.uaddr;
     if (w.hdr.tid == sleeper) {
       sleeper_ms.push_back(ms(w.dur_ns));
@@ -140,12 +137,12 @@ void run_gil_workload(const std::string& python, uint32_t method) {
   size_t agg = 0, agg_waits = 0;
   for (const auto& w : rec.of_type<ld_gil_wait>(LD_EV_GIL_WAIT))
     if (w.kind == LD_GIL_WAIT_AGG) agg++, agg_waits += w.count;
-  std::printf("  %s: %zu GIL words; sleeper: %ld wake-ups, %zu waits >= 50us (median %.2f ms, "
-              "min %.2f, max %.2f, %zu timed out); busy: %zu; short-wait aggregates: %zu (%zu waits)\n"
-              "  reason: %s\n",
-              python.c_str(), addrs.size(), wakeups, sleeper_ms.size(), median, sleeper_ms.front(),
-              sleeper_ms.back(), timed_out, on_busy, agg, agg_waits,
-              status.value("reason", "").c_str());
+  std::printf(
+      "  %s: %zu GIL words; sleeper: %ld wake-ups, %zu waits >= 50us (median %.2f ms, "
+      "min %.2f, max %.2f, %zu timed out); busy: %zu; short-wait aggregates: %zu (%zu waits)\n"
+      "  reason: %s\n",
+      python.c_str(), addrs.size(), wakeups, sleeper_ms.size(), median, sleeper_ms.front(), sleeper_ms.back(),
+      timed_out, on_busy, agg, agg_waits, status.value("reason", "").c_str());
   // Each wake-up waits the switch interval out (a timed-out wait), then waits again until the
   // busy thread drops the GIL at its next check: that second wait is a few us, or over the
   // 50 us threshold when the busy thread is off its CPU then (how often varies from host to
@@ -175,8 +172,7 @@ TEST(GilProbe, NonPythonTargetIsIdle) {
   auto status = rec.probe("gil");
   ASSERT_FALSE(status.is_null());
   EXPECT_EQ(status.value("status", ""), "attached");
-  EXPECT_NE(status.value("reason", "").find("no libpython/python in the target"), std::string::npos)
-      << status.dump();
+  EXPECT_NE(status.value("reason", "").find("no libpython/python in the target"), std::string::npos) << status.dump();
   EXPECT_TRUE(rec.of_type<ld_gil_wait>(LD_EV_GIL_WAIT).empty());
   EXPECT_TRUE(rec.of_type<ld_gil_addr>(LD_EV_GIL_ADDR).empty());
 }
@@ -189,8 +185,8 @@ TEST(GilProbe, PythonExecedAfterAttachIsFound) {
   if (access(kDebian.c_str(), X_OK) != 0) GTEST_SKIP() << kDebian << " is not installed";
   // The first SIGUSR1 (record_workload's release) execs Python in the same process; the
   // second starts its 4 s of GIL contention.
-  Child launcher({"/bin/sh", "-c",
-                  "trap 'exec " + kDebian + " " + kWorkload + " 4' USR1; while :; do sleep 0.05; done"});
+  Child launcher(
+      {"/bin/sh", "-c", "trap 'exec " + kDebian + " " + kWorkload + " 4' USR1; while :; do sleep 0.05; done"});
   std::this_thread::sleep_for(100ms);  // the trap is set
   std::thread starter([&] {
     if (launcher.wait_for_output("ready", 20s)) launcher.signal(SIGUSR1);
@@ -251,8 +247,7 @@ Rate run_recorded(const std::string& python, uint64_t* waits) {
 // What the learning phase costs if it never ended: the probe's own uprobe + uretprobe.
 Rate run_permanent_uprobe(const std::string& python) {
   auto py = start_io(python, "0.5");
-  auto rt = ld::probes::find_python_runtime(
-      ld::test::read_file("/proc/" + std::to_string(py->pid()) + "/maps"), "");
+  auto rt = ld::probes::find_python_runtime(ld::test::read_file("/proc/" + std::to_string(py->pid()) + "/maps"), "");
   EXPECT_TRUE(rt);
   if (!rt) return {};
   gil_bpf* skel = gil_bpf__open_and_load();
@@ -261,10 +256,8 @@ Rate run_permanent_uprobe(const std::string& python) {
   uint32_t pid = py->pid(), word = LD_TARGET_WORD(pid);
   uint64_t bits = LD_TARGET_BIT(pid);
   bpf_map_update_elem(bpf_map__fd(skel->maps.ld_targets), &word, &bits, BPF_ANY);
-  bpf_link* enter = bpf_program__attach_uprobe(skel->progs.ld_gil_enter, false, pid,
-                                               rt->path.c_str(), rt->file_offset);
-  bpf_link* leave = bpf_program__attach_uprobe(skel->progs.ld_gil_leave, true, pid,
-                                               rt->path.c_str(), rt->file_offset);
+  bpf_link* enter = bpf_program__attach_uprobe(skel->progs.ld_gil_enter, false, pid, rt->path.c_str(), rt->file_offset);
+  bpf_link* leave = bpf_program__attach_uprobe(skel->progs.ld_gil_leave, true, pid, rt->path.c_str(), rt->file_offset);
   EXPECT_TRUE(enter && leave);
   py->signal(SIGUSR1);
   py->wait(30s);
@@ -294,14 +287,14 @@ TEST(GilProbeCost, DISABLED_IoLoopThroughput) {
       up_w.push_back(c.wall), up_c.push_back(c.cpu);
     }
     double pw = median(plain_w), pc = median(plain_c);
-    std::printf("  %s, 2 threads os.write(/dev/null) 3 s, median of %d, ops/s (ops/CPU-s):\n"
-                "    no probe          %9.0f (%9.0f)\n"
-                "    gil probe learned %9.0f (%9.0f)  %+.1f%% (%+.1f%%), %.0f GIL futex waits/run\n"
-                "    permanent uprobe  %9.0f (%9.0f)  %+.1f%% (%+.1f%%)\n",
-                python.c_str(), kRounds, pw, pc, median(probe_w), median(probe_c),
-                100 * (median(probe_w) / pw - 1), 100 * (median(probe_c) / pc - 1),
-                double(waits) / kRounds, median(up_w), median(up_c), 100 * (median(up_w) / pw - 1),
-                100 * (median(up_c) / pc - 1));
+    std::printf(
+        "  %s, 2 threads os.write(/dev/null) 3 s, median of %d, ops/s (ops/CPU-s):\n"
+        "    no probe          %9.0f (%9.0f)\n"
+        "    gil probe learned %9.0f (%9.0f)  %+.1f%% (%+.1f%%), %.0f GIL futex waits/run\n"
+        "    permanent uprobe  %9.0f (%9.0f)  %+.1f%% (%+.1f%%)\n",
+        python.c_str(), kRounds, pw, pc, median(probe_w), median(probe_c), 100 * (median(probe_w) / pw - 1),
+        100 * (median(probe_c) / pc - 1), double(waits) / kRounds, median(up_w), median(up_c),
+        100 * (median(up_w) / pw - 1), 100 * (median(up_c) / pc - 1));
   }
 }
 

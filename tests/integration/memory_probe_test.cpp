@@ -31,8 +31,7 @@ TEST(MemoryProbe, MmapTouchMunmapOnTheRightThread) {
 
   std::smatch m;
   std::string out = wl.out();
-  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(tid=(\d+) addr=0x([0-9a-f]+) len=(\d+) pages=(\d+))")))
-      << out;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(tid=(\d+) addr=0x([0-9a-f]+) len=(\d+) pages=(\d+))"))) << out;
   uint32_t tid = std::stoul(m[1]);
   uint64_t addr = std::stoull(m[2], nullptr, 16);
   uint64_t pages = std::stoull(m[4]);
@@ -109,8 +108,8 @@ TEST(MemoryProbe, SmallCallsAreAggregatedNotLost) {
   EXPECT_GE(bytes, 2 * iterations * (64u << 10) - itemised * (64u << 10));
   EXPECT_GE(agg_records, 20u);  // 300 ms in 10 ms aggregates
   std::printf("memory: %llu iterations -> %llu aggregated in %llu records + %llu itemised\n",
-              (unsigned long long)iterations, (unsigned long long)aggregated,
-              (unsigned long long)agg_records, (unsigned long long)itemised);
+              (unsigned long long)iterations, (unsigned long long)aggregated, (unsigned long long)agg_records,
+              (unsigned long long)itemised);
 }
 
 // A recording that ends while the thread lives: its open fault batch (100 faults < 256, in
@@ -120,11 +119,11 @@ TEST(MemoryProbe, OpenBatchesAreFlushedAtTheEnd) {
   Child wl({ld::test::workload_path("mem_idle")});
   // record_workload() runs until the target exits: here the recording must end first.
   std::string trace = "/tmp/ld-probe-idle-" + std::to_string(getpid()) + ".ldtrace";
-  Child agent({ld::test::agent_path(), "record", "--pid", std::to_string(wl.pid()), "--probes",
-               "memory", "--duration", "1s", "-o", trace});
+  Child agent({ld::test::agent_path(), "record", "--pid", std::to_string(wl.pid()), "--probes", "memory", "--duration",
+               "1s", "-o", trace});
   auto until = std::chrono::steady_clock::now() + 30s;
-  while (agent.err().find("attached to pid") == std::string::npos &&
-         std::chrono::steady_clock::now() < until && !agent.wait(0ms))
+  while (agent.err().find("attached to pid") == std::string::npos && std::chrono::steady_clock::now() < until &&
+         !agent.wait(0ms))
     std::this_thread::sleep_for(20ms);
   ld::test::release_workload(wl);
   ASSERT_EQ(agent.wait(30s).value_or(-1), 0) << agent.err();

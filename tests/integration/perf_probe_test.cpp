@@ -32,16 +32,14 @@ std::vector<ld_cpu_sample> samples_of(const Recorded& rec) {
   return out;
 }
 
-
-
 // Runs perf_kernel_busy under the perf probe at `hz` and checks what either sample source
 // must give: `expect_hz` (0: `hz`) samples per second of each thread's CPU time, user/kernel
 // mode told apart, and every kernel-mode sample's stack symbolised, through the read() the
 // thread makes. `source` is the start of the probe's detail ("scheduler tick" or
 // "cpu-clock"), which is put in `detail_out`. `options`: the probe in this process with these
 // hook choices instead of `latency-doctor record`. (void: gtest's ASSERT returns.)
-void check_samples(uint32_t hz, const std::string& source, std::string* detail_out = nullptr,
-                   double expect_hz = 0, const probes::ProbeOptions* options = nullptr) {
+void check_samples(uint32_t hz, const std::string& source, std::string* detail_out = nullptr, double expect_hz = 0,
+                   const probes::ProbeOptions* options = nullptr) {
   if (expect_hz == 0) expect_hz = hz;
   Child wl({workload_path("perf_kernel_busy")});
   Recorded rec;
@@ -99,11 +97,12 @@ void check_samples(uint32_t hz, const std::string& source, std::string* detail_o
   }
   const Count& k = by_tid[ktid];
   const Count& u = by_tid[utid];
-  std::printf("%s: kernel thread: %llu samples (%.0f expected), %llu in user mode; user thread: "
-              "%llu samples (%.0f expected), %llu in user mode\n",
-              detail.c_str(), (unsigned long long)k.total, expect_hz * double(f["kernel_cpu_ns"]) / 1e9,
-              (unsigned long long)k.user, (unsigned long long)u.total,
-              expect_hz * double(f["user_cpu_ns"]) / 1e9, (unsigned long long)u.user);
+  std::printf(
+      "%s: kernel thread: %llu samples (%.0f expected), %llu in user mode; user thread: "
+      "%llu samples (%.0f expected), %llu in user mode\n",
+      detail.c_str(), (unsigned long long)k.total, expect_hz * double(f["kernel_cpu_ns"]) / 1e9,
+      (unsigned long long)k.user, (unsigned long long)u.total, expect_hz * double(f["user_cpu_ns"]) / 1e9,
+      (unsigned long long)u.user);
   EXPECT_GT(double(u.user), 0.95 * double(u.total)) << "busy loop in user space";
   EXPECT_LT(double(k.user), 0.3 * double(k.total)) << "read(/dev/zero) is kernel work";
   EXPECT_GT(double(k.with_stack), 0.9 * double(k.total - k.user));
@@ -120,9 +119,8 @@ void check_samples(uint32_t hz, const std::string& source, std::string* detail_o
     for (const auto& fr : frames) EXPECT_NE(fr.find("+0x"), std::string::npos) << fr;
     for (const char* irq : {"hrtimer_interrupt+", "__hrtimer_run_queues+", "bpf_prog_", "bpf_trace_run"})
       EXPECT_NE(frames.front().rfind(irq, 0), 0u) << "top frame " << frames.front();
-    if (std::any_of(frames.begin(), frames.end(), [](const std::string& s) {
-          return s.rfind("ksys_read+", 0) == 0 || s.rfind("vfs_read+", 0) == 0;
-        }))
+    if (std::any_of(frames.begin(), frames.end(),
+                    [](const std::string& s) { return s.rfind("ksys_read+", 0) == 0 || s.rfind("vfs_read+", 0) == 0; }))
       via_read++;
   }
   EXPECT_GT(double(via_read), 0.8 * double(kernel_stack_ids.size()));
@@ -164,8 +162,8 @@ TEST(PerfProbe, StacksOfSchedAndPerfAreAllNamed) {
     kernel_samples++;
     read_samples += read_stacks.count(sample.kstack_id);
   }
-  std::printf("perf: %zu kernel-mode samples with a stack, %zu through read() (%zu distinct stacks)\n",
-              kernel_samples, read_samples, read_stacks.size());
+  std::printf("perf: %zu kernel-mode samples with a stack, %zu through read() (%zu distinct stacks)\n", kernel_samples,
+              read_samples, read_stacks.size());
   EXPECT_GT(double(read_samples), 0.5 * double(kernel_samples));
 }
 
@@ -201,8 +199,7 @@ TEST(PerfProbe, CpuClockSourceWhenAskedForBelowHz) {
   std::string detail;
   check_samples(99, "cpu-clock", &detail, 0, &options);
   if (HasFatalFailure()) return;
-  EXPECT_NE(detail.find("not the scheduler tick: the cpu-clock source was asked for"), std::string::npos)
-      << detail;
+  EXPECT_NE(detail.find("not the scheduler tick: the cpu-clock source was asked for"), std::string::npos) << detail;
 }
 
 // The tick source takes a rate up to 5% above the tick's (timer jitter, and HZ=250 for an

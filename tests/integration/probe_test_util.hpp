@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -31,9 +31,7 @@
 namespace ld::test {
 
 inline std::string agent_path() { return std::string(LD_BUILD_DIR) + "/latency-doctor"; }
-inline std::string workload_path(const std::string& name) {
-  return std::string(LD_BUILD_DIR) + "/ld-wl-" + name;
-}
+inline std::string workload_path(const std::string& name) { return std::string(LD_BUILD_DIR) + "/ld-wl-" + name; }
 
 inline std::string bpf_skip_reason() {
   if (geteuid() != 0) return "needs root (CAP_BPF, CAP_PERFMON) to load BPF programs";
@@ -63,8 +61,7 @@ inline void release_workload(Child& target) {
     return (blocked & usr1) != 0 || nr == SYS_rt_sigtimedwait;
   };
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < until && !target.wait(std::chrono::milliseconds(0)) &&
-         !ready())
+  while (std::chrono::steady_clock::now() < until && !target.wait(std::chrono::milliseconds(0)) && !ready())
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   target.signal(SIGUSR1);
 }
@@ -104,15 +101,15 @@ inline Recorded record_workload(Child& target, const std::string& probes,
                                 std::vector<std::string> extra_args = {}) {
   using namespace std::chrono_literals;
   Recorded out;
-  std::string trace = "/tmp/ld-probe-" + std::to_string(getpid()) + "-" +
-                      std::to_string(target.pid()) + ".ldtrace";
-  std::vector<std::string> argv{agent_path(), "record", "--pid", std::to_string(target.pid()),
-                                "--probes", probes, "--duration", "5m", "-o", trace};
+  std::string trace = "/tmp/ld-probe-" + std::to_string(getpid()) + "-" + std::to_string(target.pid()) + ".ldtrace";
+  std::vector<std::string> argv{agent_path(), "record", "--pid",      std::to_string(target.pid()),
+                                "--probes",   probes,   "--duration", "5m",
+                                "-o",         trace};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   Child agent(argv);
   auto until = std::chrono::steady_clock::now() + 30s;
-  while (agent.err().find("attached to pid") == std::string::npos &&
-         std::chrono::steady_clock::now() < until && !agent.wait(0ms))
+  while (agent.err().find("attached to pid") == std::string::npos && std::chrono::steady_clock::now() < until &&
+         !agent.wait(0ms))
     std::this_thread::sleep_for(20ms);
   release_workload(target);
   if (!target.wait(limit)) target.signal(SIGKILL);
@@ -164,8 +161,8 @@ inline Recorded record_in_process(Child& target, probes::ProbeOptions options,
     session.finish();
     nlohmann::json probes = nlohmann::json::array();
     for (const auto& p : session.status())
-      probes.push_back({{"name", p.name}, {"status", p.status}, {"reason", p.reason},
-                        {"events", p.events}, {"lost", p.lost}});
+      probes.push_back(
+          {{"name", p.name}, {"status", p.status}, {"reason", p.reason}, {"events", p.events}, {"lost", p.lost}});
     out.trailer = {{"probes", probes}};
     out.agent_exit = 0;
   } catch (const std::exception& e) {
@@ -184,8 +181,7 @@ inline std::map<std::string, uint64_t> parse_fields(const std::string& out) {
     char key[64];
     unsigned long long value;
     int used = 0;
-    if (std::sscanf(line.c_str(), "%63s %llu%n", key, &value, &used) == 2 && line[used] == 0)
-      fields[key] = value;
+    if (std::sscanf(line.c_str(), "%63s %llu%n", key, &value, &used) == 2 && line[used] == 0) fields[key] = value;
   }
   return fields;
 }
@@ -195,8 +191,7 @@ inline std::map<int64_t, std::vector<std::string>> kstacks(const Recorded& rec, 
   std::map<int64_t, std::vector<std::string>> out;
   for (const auto& r : rec.records) {
     const auto* k = reinterpret_cast<const ld_kstack*>(r.data());
-    if (k->hdr.type != LD_EV_KSTACK || k->hdr.size < sizeof(ld_kstack) || k->source != source)
-      continue;
+    if (k->hdr.type != LD_EV_KSTACK || k->hdr.size < sizeof(ld_kstack) || k->source != source) continue;
     if (k->hdr.size < sizeof(ld_kstack) + size_t(k->depth) * LD_SYM_LEN) continue;
     const char* frames = reinterpret_cast<const char*>(r.data()) + sizeof(ld_kstack);
     std::vector<std::string> names;

@@ -36,12 +36,11 @@ class SmallMemcg {
     std::string name = "ld-reclaim-test-" + std::to_string(getpid());
     const std::pair<std::string, std::string> layouts[] = {
         {"/sys/fs/cgroup/memory/", "memory.limit_in_bytes"},  // v1
-        {"/sys/fs/cgroup/", "memory.max"},                   // v2 (unified at the root)
+        {"/sys/fs/cgroup/", "memory.max"},                    // v2 (unified at the root)
     };
     for (const auto& [root, limit] : layouts) {
       if (access((root + "cgroup.procs").c_str(), F_OK) != 0) continue;
-      if (access((root + (limit == "memory.max" ? "cgroup.controllers" : limit)).c_str(), F_OK))
-        continue;
+      if (access((root + (limit == "memory.max" ? "cgroup.controllers" : limit)).c_str(), F_OK)) continue;
       std::string dir = root + name;
       if (mkdir(dir.c_str(), 0755) != 0) continue;
       if (write_file(dir + "/" + limit, std::to_string(32u << 20))) {
@@ -93,8 +92,8 @@ TEST(ReclaimProbe, MemcgReclaimOfTheReadingThread) {
   // 96 MiB through a 32 MiB limit: at least 64 MiB (16384 pages) had to be reclaimed.
   EXPECT_GE(memcg_events, 1u);
   EXPECT_GE(reclaimed, 16384u * 9 / 10) << memcg_events << " memcg reclaims";
-  std::printf("reclaim: %llu memcg reclaims, %llu pages, %.2f ms stalled\n",
-              (unsigned long long)memcg_events, (unsigned long long)reclaimed, stalled_ns / 1e6);
+  std::printf("reclaim: %llu memcg reclaims, %llu pages, %.2f ms stalled\n", (unsigned long long)memcg_events,
+              (unsigned long long)reclaimed, stalled_ns / 1e6);
 }
 
 }  // namespace

@@ -34,8 +34,8 @@ namespace {
 struct Outcome {
   json report;
   size_t outliers = 0;
-  size_t top_hits = 0;          // outliers whose largest cause is the injected one
-  double explained_share = 0;   // mean over outliers of the non-unknown shares
+  size_t top_hits = 0;         // outliers whose largest cause is the injected one
+  double explained_share = 0;  // mean over outliers of the non-unknown shares
   std::map<std::string, size_t> top_causes;
   double accuracy() const { return outliers ? static_cast<double>(top_hits) / outliers : 0; }
 };
@@ -84,8 +84,8 @@ Outcome judge(json report, const std::string& cause) {
 void record_row(const std::string& scenario, const Outcome& o) {
   std::string tops;
   for (const auto& [cause, n] : o.top_causes) tops += fmt::format("{}{} {}", tops.empty() ? "" : ", ", cause, n);
-  const std::string row = fmt::format("| {} | {} | {:.0f}% | {:.0f}% | {} |", scenario, o.outliers,
-                                      o.accuracy() * 100, o.explained_share * 100, tops.empty() ? "-" : tops);
+  const std::string row = fmt::format("| {} | {} | {:.0f}% | {:.0f}% | {} |", scenario, o.outliers, o.accuracy() * 100,
+                                      o.explained_share * 100, tops.empty() ? "-" : tops);
   std::ofstream(std::string(LD_BUILD_DIR) + "/scenario-results.md", std::ios::app) << row << "\n";
   std::cout << "[ scenario ] " << row << "\n";
   for (const auto& out : o.report.value("outliers", json::array())) {
@@ -128,7 +128,8 @@ Outcome run_scenario(const std::string& name, const std::string& cause, Child& s
   mkdir(dir.c_str(), 0700);
   const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
   attach_extra.insert(attach_extra.end(), {"--record", dir + "/" + test + ".ldtrace"});
-  json report = run_and_report(server.pid(), "120s", [&] { drive(port); }, attach_extra);
+  json report = run_and_report(
+      server.pid(), "120s", [&] { drive(port); }, attach_extra);
   EXPECT_FALSE(report.is_discarded());
   Outcome o = judge(report, cause);
   record_row(name, o);
@@ -190,8 +191,7 @@ TEST(Scenario, KvAllocOnLongPrompts) {
   Child server(sample_server({"--prefill-base-ms", "30", "--prefill-ms-per-kb", "4", "--fault", "kv_alloc",
                               "--fault-min-kb", "6", "--fault-mib", "768"}));
   Outcome o = run_scenario("kv_alloc (768 MiB touched for prompts >= 6 KiB)", "kv_alloc", server, [](int port) {
-    for (size_t bytes : {512, 1024, 2048, 8192, 3072, 4096})
-      load(port, 3, 1, 4, bytes);
+    for (size_t bytes : {512, 1024, 2048, 8192, 3072, 4096}) load(port, 3, 1, 4, bytes);
   });
   expect_cause_on_top(o, 3, "kv_alloc");
 }
@@ -214,7 +214,8 @@ TEST(Scenario, BatchWaitThatNeverFills) {
 
 TEST(Scenario, ColdStartOnTheFirstRequest) {
   REQUIRE_BPF();
-  Child server(sample_server({"--prefill-base-ms", "50", "--fault", "cold_start", "--fault-mib", "256", "--fault-ms", "600"}));
+  Child server(
+      sample_server({"--prefill-base-ms", "50", "--fault", "cold_start", "--fault-mib", "256", "--fault-ms", "600"}));
   Outcome o = run_scenario("cold_start (first request: 256 MiB + 600 ms init)", "cold_start", server,
                            [](int port) { load(port, 8, 1, 10); });
   expect_cause_on_top(o, 1, "cold_start");
@@ -261,11 +262,10 @@ TEST(Scenario, GilHeldByAPythonThread) {
 TEST(Scenario, ConnectionChurnThroughASlowAcceptQueue) {
   REQUIRE_BPF();
   const std::string tokens = "/tmp/ld-scenario-tokens-" + std::to_string(getpid()) + ".jsonl";
-  Child server(sample_server({"--close-after-stream", "--listen-backlog", "1", "--accept-delay-ms", "250",
-                              "--tokens", "5"}));
+  Child server(
+      sample_server({"--close-after-stream", "--listen-backlog", "1", "--accept-delay-ms", "250", "--tokens", "5"}));
   Outcome o = run_scenario("time_wait (connection per request, backlog 1, slow accept)", "time_wait", server,
-                           [&](int port) { load(port, 24, 6, 5, 256, tokens); },
-                           {"--tokens", "jsonl:" + tokens});
+                           [&](int port) { load(port, 24, 6, 5, 256, tokens); }, {"--tokens", "jsonl:" + tokens});
   expect_cause_on_top(o, 4, "time_wait");
   unlink(tokens.c_str());
 }
@@ -281,15 +281,17 @@ std::string fastapi_skip_reason() {
   return "";
 }
 
-#define REQUIRE_FASTAPI()                                                         \
-  do {                                                                             \
-    REQUIRE_BPF();                                                                 \
-    if (auto why = fastapi_skip_reason(); !why.empty()) GTEST_SKIP() << why;       \
+#define REQUIRE_FASTAPI()                                                    \
+  do {                                                                       \
+    REQUIRE_BPF();                                                           \
+    if (auto why = fastapi_skip_reason(); !why.empty()) GTEST_SKIP() << why; \
   } while (0)
 
 std::vector<std::string> fastapi_server(std::vector<std::string> extra) {
-  std::vector<std::string> argv{"/usr/bin/python3", std::string(LD_SOURCE_DIR) + "/tests/target/fastapi_engine_server.py",
-                                "--token-ms", "20", "--tokens", "30"};
+  std::vector<std::string> argv{
+      "/usr/bin/python3", std::string(LD_SOURCE_DIR) + "/tests/target/fastapi_engine_server.py",
+      "--token-ms",       "20",
+      "--tokens",         "30"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
 }
@@ -346,8 +348,8 @@ TEST(RealStack, FastApiLoggerThatAllocatesWritesAndFsyncsNamesBoth) {
   // Every 10th token the engine builds a 48 MiB record (fresh pages), writes it and fsyncs:
   // two causes of similar size in every slow token; both must get a finding.
   Child server(fastapi_server({"--fsync-every", "10", "--fsync-mib", "48"}));
-  Outcome o = run_scenario("fastapi mixed (48 MiB record built, written and fsync'd every 10 tokens)", "disk_io+kv_alloc",
-                           server, [](int port) { load(port, 4, 1, 30); });
+  Outcome o = run_scenario("fastapi mixed (48 MiB record built, written and fsync'd every 10 tokens)",
+                           "disk_io+kv_alloc", server, [](int port) { load(port, 4, 1, 30); });
   EXPECT_GE(o.outliers, 4u);
   EXPECT_GE(o.accuracy(), 0.9) << o.report["outliers"].dump(1);
   EXPECT_TRUE(has_finding(o.report, "disk_io")) << o.report["findings"].dump(1);
@@ -369,8 +371,8 @@ TEST(RealStack, BatchEngineCleanRunIsItsCompute) {
 TEST(RealStack, BatchEngineFsyncIsTheEnginesDiskIo) {
   REQUIRE_BPF();
   const std::string log = "/tmp/ld-scenario-engine-" + std::to_string(getpid()) + ".log";
-  Child server(sample_server({"--engine", "batch", "--engine-threads", "1", "--token-ms", "10", "--fault", "disk_io", "--fault-every", "20",
-                              "--fault-ms", "300", "--fault-file", log}));
+  Child server(sample_server({"--engine", "batch", "--engine-threads", "1", "--token-ms", "10", "--fault", "disk_io",
+                              "--fault-every", "20", "--fault-ms", "300", "--fault-file", log}));
   Outcome o = run_scenario("llama.cpp-shaped disk_io (the engine loop fsyncs a log every 20 tokens)", "disk_io", server,
                            [](int port) { load(port, 4, 1, 30); });
   expect_cause_on_top(o, 3, "disk_io");
@@ -383,8 +385,8 @@ TEST(RealStack, TheServerAsItsOwnNeighbour) {
   // Six request threads of 30 ms of work a token on two CPUs: every token waits for a CPU behind
   // the server's own threads.
   Child server(sample_server({"--token-ms", "30"}));
-  Outcome o = run_scenario("cpu_contention by the server's own threads (6 streams on 2 CPUs)", "cpu_contention",
-                           server, [](int port) { load(port, 12, 6, 20); });
+  Outcome o = run_scenario("cpu_contention by the server's own threads (6 streams on 2 CPUs)", "cpu_contention", server,
+                           [](int port) { load(port, 12, 6, 20); });
   bool self = false, neighbour = false;
   for (const auto& f : o.report.value("findings", json::array())) {
     self = self || f.value("rule", "") == "cpu-self-contention";
@@ -402,7 +404,8 @@ TEST(RealStack, ConnectionChurnWithoutLatencyIsStillFound) {
   Outcome o = run_scenario("time_wait churn without latency (connection per request)", "time_wait", server,
                            [](int port) { load(port, 400, 4, 2); });
   bool churn = false;
-  for (const auto& f : o.report.value("findings", json::array())) churn = churn || f.value("rule", "") == "time-wait-churn";
+  for (const auto& f : o.report.value("findings", json::array()))
+    churn = churn || f.value("rule", "") == "time-wait-churn";
   EXPECT_TRUE(churn) << o.report["findings"].dump(1) << o.report["window_facts"].dump(1);
 }
 
@@ -437,12 +440,13 @@ double max_tpot_outlier_ms(const json& report) {
 }
 
 Outcome long_prompts_among_streams(const std::string& name, std::vector<std::string> extra) {
-  std::vector<std::string> flags{"--engine", "batch", "--engine-threads", "1", "--token-ms", "10",
-                                 "--prefill-ms-per-kb", "12"};
+  std::vector<std::string> flags{"--engine",   "batch", "--engine-threads",    "1",
+                                 "--token-ms", "10",    "--prefill-ms-per-kb", "12"};
   flags.insert(flags.end(), extra.begin(), extra.end());
   Child server(sample_server(flags));
-  return run_scenario(name, "batch_interference", server,
-                      [](int port) { load_mix(port, 16, 3, 40, {256, 1024, 512, 16384}); });
+  return run_scenario(name, "batch_interference", server, [](int port) {
+    load_mix(port, 16, 3, 40, {256, 1024, 512, 16384});
+  });
 }
 
 }  // namespace
@@ -500,8 +504,8 @@ namespace {
 const std::string kFakeCudart = std::string(LD_BUILD_DIR) + "/fake_cuda/libcudart.so.12";
 
 std::vector<std::string> gpu_engine(std::vector<std::string> extra) {
-  std::vector<std::string> flags{"--engine", "batch", "--gpu-lib", kFakeCudart, "--gpu-cpu-ms", "1",
-                                 "--gpu-kernels", "8", "--gpu-kernel-us", "2000"};
+  std::vector<std::string> flags{"--engine", "batch",         "--gpu-lib", kFakeCudart,       "--gpu-cpu-ms",
+                                 "1",        "--gpu-kernels", "8",         "--gpu-kernel-us", "2000"};
   flags.insert(flags.end(), extra.begin(), extra.end());
   return sample_server(flags);
 }
@@ -541,8 +545,10 @@ TEST(RealStack, GpuEngineOnAThrottledGpuSaysSo) {
   const std::string state = fmt::format("/tmp/ld-fake-nvml-scenario-{}.txt", getpid());
   {
     FILE* f = std::fopen(state.c_str(), "w");
-    std::fputs("util=99 sm=1110 sm_max=1980 reasons=0x20 mem_used=60000000000 mem_total=80000000000 temp=89 power=640000 "
-               "power_limit=700000 name=FAKE-H100\n", f);
+    std::fputs(
+        "util=99 sm=1110 sm_max=1980 reasons=0x20 mem_used=60000000000 mem_total=80000000000 temp=89 power=640000 "
+        "power_limit=700000 name=FAKE-H100\n",
+        f);
     std::fclose(f);
   }
   setenv("LD_FAKE_NVML_STATE", state.c_str(), 1);
@@ -608,8 +614,8 @@ TEST(RealStack, PythonGpuEngineGilWaitsAreTheEnginesPython) {
   REQUIRE_FASTAPI();
   Child server({"/usr/bin/python3", std::string(LD_SOURCE_DIR) + "/tests/target/py_gpu_server.py", "--cuda-lib",
                 kFakeCudart, "--layer-python-us", "800", "--kernel-us", "300"});
-  Outcome o = run_scenario("PyTorch-shaped GPU engine, Python-bound forward (the event loop waits for its GIL)", "compute",
-                           server, [](int port) { load(port, 6, 2, 30); });
+  Outcome o = run_scenario("PyTorch-shaped GPU engine, Python-bound forward (the event loop waits for its GIL)",
+                           "compute", server, [](int port) { load(port, 6, 2, 30); });
   EXPECT_LT(typical_share(o.report, "gil"), 0.2) << o.report["attribution"]["typical"].dump(1);
   EXPECT_GE(typical_share(o.report, "compute") + typical_share(o.report, "gpu_busy"), 0.7)
       << o.report["attribution"]["typical"].dump(1);

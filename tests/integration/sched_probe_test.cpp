@@ -22,8 +22,6 @@ using namespace std::chrono_literals;
 
 constexpr double kMs = 1e6;
 
-
-
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += x + " <- ";
@@ -106,10 +104,8 @@ TEST_F(SchedProbe, BlockedReaderWokenByWriter) {
 
   std::vector<ld_offcpu> woken;
   for (const auto& e : rec.of_type<ld_offcpu>(LD_EV_OFFCPU))
-    if (e.hdr.tid == reader && e.kind == LD_OFF_BLOCKED && e.waker_tid == writer)
-      woken.push_back(e);
-  std::sort(woken.begin(), woken.end(),
-            [](const ld_offcpu& a, const ld_offcpu& b) { return a.off_ns < b.off_ns; });
+    if (e.hdr.tid == reader && e.kind == LD_OFF_BLOCKED && e.waker_tid == writer) woken.push_back(e);
+  std::sort(woken.begin(), woken.end(), [](const ld_offcpu& a, const ld_offcpu& b) { return a.off_ns < b.off_ns; });
   ASSERT_EQ(woken.size(), 5u) << "reader " << reader << " writer " << writer;
 
   auto stacks = kstacks(rec, LD_PROBE_SCHED);
@@ -135,8 +131,8 @@ TEST_F(SchedProbe, BlockedReaderWokenByWriter) {
     ASSERT_GE(e.kstack_id, 0);
     ASSERT_TRUE(stacks.count(e.kstack_id)) << "no ld_kstack for id " << e.kstack_id;
     const auto& frames = stacks[e.kstack_id];
-    bool pipe = std::any_of(frames.begin(), frames.end(),
-                            [](const std::string& s) { return s.find("pipe_read+") != s.npos; });
+    bool pipe =
+        std::any_of(frames.begin(), frames.end(), [](const std::string& s) { return s.find("pipe_read+") != s.npos; });
     EXPECT_TRUE(pipe) << join(frames);
     // The program's own frames (bpf_prog_..., bpf_trace_run4) are cut: __schedule first.
     EXPECT_EQ(frames.front().rfind("__schedule+", 0), 0u) << join(frames);
@@ -196,9 +192,8 @@ void SchedProbe::expect_preempted_by_fifo_hog(const probes::ProbeOptions* option
   std::string seen;
   for (const auto& e : rec.of_type<ld_offcpu>(LD_EV_OFFCPU)) {
     if (e.hdr.tid != worker) continue;
-    seen += fmt::format("off {:.3f} on {:.3f} ms kind {} waker {} holder {} cpu {}->{}\n",
-                        e.off_ns / kMs, e.on_ns / kMs, e.kind, e.waker_comm, e.holder_comm,
-                        e.off_cpu, e.on_cpu);
+    seen += fmt::format("off {:.3f} on {:.3f} ms kind {} waker {} holder {} cpu {}->{}\n", e.off_ns / kMs,
+                        e.on_ns / kMs, e.kind, e.waker_comm, e.holder_comm, e.off_cpu, e.on_cpu);
     // Before the bursts the worker may block while starting (thread start, printf,
     // setting its affinity); during them it only spins.
     if (e.on_ns < bursts.front().first) continue;
@@ -234,8 +229,8 @@ void SchedProbe::expect_preempted_by_fifo_hog(const probes::ProbeOptions* option
     }
     named += by_hog;
   }
-  std::printf("bursts %.1f ms, worker off CPU during them %.1f ms, %d of %zu name the hog\n",
-              double(burst_ns) / kMs, double(covered_ns) / kMs, named, bursts.size());
+  std::printf("bursts %.1f ms, worker off CPU during them %.1f ms, %d of %zu name the hog\n", double(burst_ns) / kMs,
+              double(covered_ns) / kMs, named, bursts.size());
   EXPECT_GE(named, 8) << seen;
   EXPECT_NEAR(double(covered_ns), double(burst_ns), 0.05 * double(burst_ns)) << seen;
 }

@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <set>
 #include <fstream>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -45,7 +45,10 @@ std::string http_get(int port, const std::string& path) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   timeval tv{5, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) { close(fd); return ""; }
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "";
+  }
   std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
   send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   std::string data;
@@ -76,7 +79,11 @@ std::string url_encode(const std::string& s) {
   std::string out;
   for (unsigned char c : s) {
     if (std::isalnum(c) || c == '-' || c == '_' || c == '.') out += static_cast<char>(c);
-    else { char b[4]; std::snprintf(b, sizeof(b), "%%%02X", c); out += b; }
+    else {
+      char b[4];
+      std::snprintf(b, sizeof(b), "%%%02X", c);
+      out += b;
+    }
   }
   return out;
 }
@@ -191,8 +198,8 @@ TEST(Serve, RealPrometheusScrapesTtftCountAndTheInjectedCauseOnTop) {
                                         << "scrape_configs:\n  - job_name: latency-doctor\n    static_configs:\n"
                                         << "      - targets: ['127.0.0.1:" << metrics_port << "']\n";
   Child prometheus({"/usr/bin/prometheus", "--config.file=" + dir / "prometheus.yml",
-                    "--storage.tsdb.path=" + dir / "tsdb", "--web.listen-address=127.0.0.1:" + std::to_string(prom_port),
-                    "--log.level=warn"});
+                    "--storage.tsdb.path=" + dir / "tsdb",
+                    "--web.listen-address=127.0.0.1:" + std::to_string(prom_port), "--log.level=warn"});
   auto query = [&](const std::string& q) {
     return json::parse(http_get(prom_port, "/api/v1/query?query=" + url_encode(q)), nullptr, false);
   };
@@ -232,7 +239,10 @@ TEST(Serve, RealPrometheusScrapesTtftCountAndTheInjectedCauseOnTop) {
   double top_s = -1;
   for (const auto& series : by_cause["data"]["result"]) {
     double v = std::stod(series["value"][1].get<std::string>());
-    if (v > top_s) { top_s = v; top = series["metric"]["cause"]; }
+    if (v > top_s) {
+      top_s = v;
+      top = series["metric"]["cause"];
+    }
   }
   // cpu_contention on top means the host starved the server (a busy host, or the test run at
   // idle priority): `attach` then blames it too.
@@ -242,7 +252,7 @@ TEST(Serve, RealPrometheusScrapesTtftCountAndTheInjectedCauseOnTop) {
   // dump: the flight recorder's last minute, read back by `report` with every request.
   Child dump({kAgent, "dump", "--since", "2m", "-o", dir / "incident.ldtrace", "--socket", dir / "serve.sock"});
   ASSERT_EQ(dump.wait(60s).value_or(-1), 0) << dump.err();
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(stat((dir / "incident.ldtrace").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   Child report({kAgent, "report", dir / "incident.ldtrace", "--format", "json"});
@@ -318,7 +328,8 @@ TEST(Serve, OtlpReceiverGetsDecodableMetricsAndOneSpanPerOutlier) {
     for (const auto& m : summary["metrics"]) found = found || m == name;
     EXPECT_TRUE(found) << name;
   }
-  int outlier_spans = summary["span_names"].value("slow first token", 0) + summary["span_names"].value("slow token gap", 0);
+  int outlier_spans =
+      summary["span_names"].value("slow first token", 0) + summary["span_names"].value("slow token gap", 0);
   EXPECT_GT(outlier_spans, 0);
   EXPECT_EQ(outlier_spans, static_cast<int>(last_outliers_total)) << summary.dump();
 }
@@ -335,7 +346,8 @@ TEST(Serve, RestartedTargetIsFoundAgainAndExportingGoesOn) {
   auto serve = start_serve({"--listen-port", port_s, "--metrics-addr", "127.0.0.1:" + std::to_string(metrics_port),
                             "--flight-dir", dir / "flight", "--socket", dir / "serve.sock", "--window", "2s",
                             "--read-interval", "1s"});
-  ASSERT_NE(serve->err().find("attached to pid " + std::to_string(first->proc->pid())), std::string::npos) << serve->err();
+  ASSERT_NE(serve->err().find("attached to pid " + std::to_string(first->proc->pid())), std::string::npos)
+      << serve->err();
   const std::string url = "http://127.0.0.1:" + port_s + "/v1/completions";
   ASSERT_EQ(run_bench(url, 3, 1, 10), 3);
   auto wait_count = [&](double want) {
@@ -391,7 +403,7 @@ TEST(Serve, SigkillLeavesAFlightRecordingThatReadsBackAndNothingAttached) {
   for (const auto& e : fs::directory_iterator(dir / "flight"))
     if (e.path().extension() == ".ldtrace") segments.push_back(e.path().string());
   ASSERT_EQ(segments.size(), 1u);
-  struct stat st{};
+  struct stat st {};
   stat(segments[0].c_str(), &st);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   uint64_t records = 0;

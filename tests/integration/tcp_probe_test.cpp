@@ -95,9 +95,9 @@ TEST(TcpProbe, ServerClosesFirstTimeWaitOnServerPort) {
   EXPECT_GE(peak, first + kConnections / 2) << "first " << first << " peak " << peak;
   EXPECT_GE(samples.back().passive_opens, samples.front().passive_opens + kConnections);
   size_t tcp_records = rec.of_type<ld_tcp_state>(LD_EV_TCP_STATE).size();
-  std::cout << "[ metrics  ] tcp_state records " << tcp_records << " (" << rate(tcp_records, rec)
-            << "/s), net samples " << samples.size() << " (" << rate(samples.size(), rec)
-            << "/s), server port TIME_WAIT " << c.time_wait << ", set-up " << c.setup << "\n";
+  std::cout << "[ metrics  ] tcp_state records " << tcp_records << " (" << rate(tcp_records, rec) << "/s), net samples "
+            << samples.size() << " (" << rate(samples.size(), rec) << "/s), server port TIME_WAIT " << c.time_wait
+            << ", set-up " << c.setup << "\n";
 }
 
 // A listener that predates the recording and a client in ANOTHER process (not a target): the
@@ -105,8 +105,8 @@ TEST(TcpProbe, ServerClosesFirstTimeWaitOnServerPort) {
 // /proc/PID/net/tcp + /proc/PID/fd can attribute it to the target.
 TEST(TcpProbe, PreexistingListenerFoundInProcMatchesForeignClients) {
   if (auto why = ld::test::bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
-  Child wl({ld::test::workload_path("tcp_churn"), "--count", std::to_string(kConnections),
-            "--listen-early", "--client-process"});
+  Child wl({ld::test::workload_path("tcp_churn"), "--count", std::to_string(kConnections), "--listen-early",
+            "--client-process"});
   ASSERT_TRUE(wl.wait_for_output("port ", 5s));
   auto rec = ld::test::record_workload(wl, "tcp", 20s);
   ASSERT_EQ(rec.agent_exit, 0) << rec.agent_err;
@@ -134,6 +134,5 @@ TEST(TcpProbe, IdleCost) {
   size_t samples = rec.of_type<ld_net_sample>(LD_EV_NET_SAMPLE).size();
   EXPECT_EQ(states, 0u);
   EXPECT_LE(samples / secs, 6.0);
-  std::cout << "[ metrics  ] idle: " << states << " tcp_state, " << samples << " net samples in "
-            << secs << " s\n";
+  std::cout << "[ metrics  ] idle: " << states << " tcp_state, " << samples << " net samples in " << secs << " s\n";
 }

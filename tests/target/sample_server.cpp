@@ -13,33 +13,33 @@
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
-#include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <memory>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -68,12 +68,12 @@ struct Options {
   bool nagle = false;
   double idle_timeout_s = 60;
   // Fault knobs: each injects one cause of the attribution vocabulary, with ground truth.
-  std::string fault;             // "" | kv_alloc | disk_io | lock | batch | cold_start | gpu_slow | host_stall
-  long fault_every = 10;         // disk_io/batch: every Nth token of the process; gpu_slow/host_stall: Nth step
-  double fault_ms = 300;         // lock: hold time; batch: wait; cold_start: init CPU work
-  double fault_period_ms = 1000; // lock: the metrics thread takes the lock this often
-  long fault_mib = 256;          // kv_alloc/cold_start: MiB touched; disk_io: MiB written per fsync
-  double fault_min_kb = 2;       // kv_alloc: only request bodies of at least this many KiB
+  std::string fault;              // "" | kv_alloc | disk_io | lock | batch | cold_start | gpu_slow | host_stall
+  long fault_every = 10;          // disk_io/batch: every Nth token of the process; gpu_slow/host_stall: Nth step
+  double fault_ms = 300;          // lock: hold time; batch: wait; cold_start: init CPU work
+  double fault_period_ms = 1000;  // lock: the metrics thread takes the lock this often
+  long fault_mib = 256;           // kv_alloc/cold_start: MiB touched; disk_io: MiB written per fsync
+  double fault_min_kb = 2;        // kv_alloc: only request bodies of at least this many KiB
   std::string fault_file = "/tmp/ld-sample-server.log";
   long listen_backlog = 128;
   double accept_delay_ms = 0;
@@ -86,9 +86,9 @@ struct Options {
   // batched steps on a pool of --engine-threads workers (a new request's prefill in the same
   // step, stalling every stream); the connection threads wait on a condition variable, a
   // second at a time, for their next token.
-  std::string engine;            // "" (each connection computes its own tokens) | batch
+  std::string engine;  // "" (each connection computes its own tokens) | batch
   long engine_threads = 2;
-  double prefill_chunk_ms = 0;   // batch: prefill at most this much per step (chunked prefill); 0 = all
+  double prefill_chunk_ms = 0;  // batch: prefill at most this much per step (chunked prefill); 0 = all
   // --gpu-lib: each batch step is a GPU step through the CUDA runtime at that path: the host
   // prepares the step (--gpu-cpu-ms of CPU), queues --gpu-kernels kernels of --gpu-kernel-us
   // each and waits for them with cudaStreamSynchronize. Prefill is GPU time in that mode.
@@ -166,11 +166,9 @@ const std::vector<OptionSpec>& option_specs() {
          else return false;
          return true;
        }},
-      {"--plain", nullptr,
-       "no chunked encoding: Connection: close, raw SSE body, server closes after [DONE]",
+      {"--plain", nullptr, "no chunked encoding: Connection: close, raw SSE body, server closes after [DONE]",
        [](Options& o, const char*) { return o.plain = true; }},
-      {"--close-after-stream", nullptr,
-       "close the (advertised keep-alive) connection after each stream",
+      {"--close-after-stream", nullptr, "close the (advertised keep-alive) connection after each stream",
        [](Options& o, const char*) { return o.close_after_stream = true; }},
       {"--nagle", nullptr, "leave Nagle's algorithm on (default: TCP_NODELAY like real servers)",
        [](Options& o, const char*) { return o.nagle = true; }},
@@ -179,7 +177,8 @@ const std::vector<OptionSpec>& option_specs() {
       {"--fault", "NAME",
        "inject a latency fault: kv_alloc (bodies >= --fault-min-kb touch --fault-mib MiB of fresh "
        "memory before prefill), disk_io (every --fault-every tokens append 128 KiB records to "
-       "--fault-file, fdatasync after each, for --fault-ms), lock (a metrics thread holds the token lock --fault-ms every "
+       "--fault-file, fdatasync after each, for --fault-ms), lock (a metrics thread holds the token lock --fault-ms "
+       "every "
        "--fault-period-ms), batch (every --fault-every tokens wait --fault-ms for a batch that never "
        "fills), cold_start (the first request initialises: --fault-mib MiB + --fault-ms CPU), "
        "gpu_slow (--gpu-lib: every --fault-every steps queue --fault-ms more GPU work, a GPU-bound "
@@ -187,8 +186,8 @@ const std::vector<OptionSpec>& option_specs() {
        "--fault-ms of CPU before launching, the GPU idle meanwhile: a slow sampler or detokenizer)",
        [](Options& o, const char* v) {
          std::string_view f(v);
-         if (f != "kv_alloc" && f != "disk_io" && f != "lock" && f != "batch" && f != "cold_start" &&
-             f != "gpu_slow" && f != "host_stall")
+         if (f != "kv_alloc" && f != "disk_io" && f != "lock" && f != "batch" && f != "cold_start" && f != "gpu_slow" &&
+             f != "host_stall")
            return false;
          o.fault = v;
          return true;
@@ -208,7 +207,10 @@ const std::vector<OptionSpec>& option_specs() {
       {"--fault-min-kb", "F", "kv_alloc: smallest request body that allocates, KiB (default 2)",
        [](Options& o, const char* v) { return parse_double(v, 0, 1e7, o.fault_min_kb); }},
       {"--fault-file", "PATH", "disk_io: the log file written and fsynced",
-       [](Options& o, const char* v) { o.fault_file = v; return !o.fault_file.empty(); }},
+       [](Options& o, const char* v) {
+         o.fault_file = v;
+         return !o.fault_file.empty();
+       }},
       {"--listen-backlog", "N", "listen(2) backlog (default 128)",
        [](Options& o, const char* v) { return parse_long(v, 0, 65535, o.listen_backlog); }},
       {"--accept-delay-ms", "F", "sleep after each accept, ms: a slow accept loop (default 0)",
@@ -243,15 +245,17 @@ const std::vector<OptionSpec>& option_specs() {
        "cudaStreamSynchronize; a step takes gpu-cpu-ms + kernels * kernel-us. Prefill is GPU time "
        "(1 ms of --prefill-* = 1 ms more of the step's kernels); --token-ms and --engine-threads "
        "are not used (default: none, steps are CPU work)",
-       [](Options& o, const char* v) { o.gpu_lib = v; return !o.gpu_lib.empty(); }},
+       [](Options& o, const char* v) {
+         o.gpu_lib = v;
+         return !o.gpu_lib.empty();
+       }},
       {"--gpu-cpu-ms", "F", "gpu: host CPU per step before its launches, ms (default 1)",
        [](Options& o, const char* v) { return parse_double(v, 0, 1e7, o.gpu_cpu_ms); }},
       {"--gpu-kernels", "N", "gpu: kernel launches per step (default 8)",
        [](Options& o, const char* v) { return parse_long(v, 1, 100000, o.gpu_kernels); }},
       {"--gpu-kernel-us", "F", "gpu: GPU time of each kernel, microseconds (default 2000)",
        [](Options& o, const char* v) { return parse_double(v, 1, 1e7, o.gpu_kernel_us); }},
-      {"--help", nullptr, "show this help",
-       [](Options& o, const char*) { return o.help = true; }},
+      {"--help", nullptr, "show this help", [](Options& o, const char*) { return o.help = true; }},
   };
   return specs;
 }
@@ -288,8 +292,7 @@ std::optional<std::string> parse_args(int argc, char** argv, Options& o) {
       arg.resize(eq);
     }
     const auto& specs = option_specs();
-    auto it = std::find_if(specs.begin(), specs.end(),
-                           [&](const OptionSpec& s) { return arg == s.name; });
+    auto it = std::find_if(specs.begin(), specs.end(), [&](const OptionSpec& s) { return arg == s.name; });
     if (it == specs.end()) return "unknown option " + arg + " (see --help)";
     std::string value;
     if (it->metavar) {
@@ -426,8 +429,7 @@ class JsonScanner {
     return false;
   }
   void skip_ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r'))
-      ++i_;
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
   }
   bool eat_literal(std::string_view lit) {
     if (s_.substr(i_, lit.size()) != lit) return false;
@@ -450,8 +452,18 @@ class JsonScanner {
       if (i_ >= s_.size()) return false;
       char e = s_[i_++];
       switch (e) {
-        case '"': case '\\': case '/': if (out) out->push_back(e); break;
-        case 'b': case 'f': case 'n': case 'r': case 't': if (out) out->push_back('?'); break;
+        case '"':
+        case '\\':
+        case '/':
+          if (out) out->push_back(e);
+          break;
+        case 'b':
+        case 'f':
+        case 'n':
+        case 'r':
+        case 't':
+          if (out) out->push_back('?');
+          break;
         case 'u':
           if (i_ + 4 > s_.size()) return false;
           for (int k = 0; k < 4; ++k)
@@ -620,8 +632,7 @@ class WireWriter {
 // Error replies always use plain send(): they are not part of any mimicked wire pattern.
 void send_simple(int fd, int status, const char* reason, std::string_view body, bool close) {
   std::string r = "HTTP/1.1 " + std::to_string(status) + " " + reason +
-                  "\r\nContent-Type: text/plain\r\nContent-Length: " +
-                  std::to_string(body.size()) + "\r\n" +
+                  "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" +
                   (close ? "Connection: close\r\n" : "") + "\r\n";
   r.append(body);
   WireWriter(fd, Wire::openai).emit({r});
@@ -727,8 +738,7 @@ bool parse_head(std::string_view head, Request& req, HeaderInfo& info, std::stri
     std::string name = lower(h.substr(0, colon));
     std::string_view value = trim(h.substr(colon + 1));
     if (name == "content-length") {
-      if (value.empty() || value.size() > 12 ||
-          value.find_first_not_of("0123456789") != std::string_view::npos) {
+      if (value.empty() || value.size() > 12 || value.find_first_not_of("0123456789") != std::string_view::npos) {
         error = "bad Content-Length";
         return false;
       }
@@ -766,8 +776,7 @@ ReadStatus read_request(int fd, std::string& pending, Request& req, std::string&
     }
   }
   HeaderInfo info;
-  if (!parse_head(std::string_view(pending).substr(0, head_end), req, info, error))
-    return ReadStatus::bad;
+  if (!parse_head(std::string_view(pending).substr(0, head_end), req, info, error)) return ReadStatus::bad;
   if (info.chunked_body) {
     error = "chunked request bodies are not supported; send Content-Length";
     return ReadStatus::bad;
@@ -851,7 +860,7 @@ class SseStream {
 
 // ------------------------------------------------------------------------------------ faults
 
-std::mutex g_token_lock;             // taken by every token (counters), and by the metrics thread
+std::mutex g_token_lock;  // taken by every token (counters), and by the metrics thread
 std::atomic<uint64_t> g_tokens_sent{0};
 std::atomic<bool> g_initialised{false};
 std::mutex g_init_mu;
@@ -957,8 +966,7 @@ void decode_kernel_stub() {}
 // A failed call is reported once (the first), not per token.
 void report_cuda_error(const char* call, int err) {
   static std::atomic<bool> reported{false};
-  if (err != 0 && !reported.exchange(true))
-    std::fprintf(stderr, "ld-sample-server: %s returned %d\n", call, err);
+  if (err != 0 && !reported.exchange(true)) std::fprintf(stderr, "ld-sample-server: %s returned %d\n", call, err);
 }
 
 // Queues `kernels` kernels that run `total_us` microseconds of GPU time in all (the stand-in
@@ -972,8 +980,8 @@ void launch_kernels(long kernels, uint64_t total_us) {
     grid.x = static_cast<unsigned int>(std::clamp<uint64_t>(us, 1, UINT32_MAX));  // gridDim.x is 32 bits
     const dim3 block;
     void* args[] = {nullptr};
-    report_cuda_error("cudaLaunchKernel", g_cuda.launch_kernel(reinterpret_cast<const void*>(&decode_kernel_stub),
-                                                                grid, block, args, 0, nullptr));
+    report_cuda_error("cudaLaunchKernel", g_cuda.launch_kernel(reinterpret_cast<const void*>(&decode_kernel_stub), grid,
+                                                               block, args, 0, nullptr));
   }
 }
 
@@ -993,11 +1001,11 @@ void gpu_step(const Options& o, double extra_gpu_ms) {
 
 // One stream of the batch engine: the engine fills `ready`, the connection thread takes from it.
 struct Slot {
-  long tokens = 0;            // to make
-  double prefill_left = 0;    // ms of prefill work not done yet
+  long tokens = 0;          // to make
+  double prefill_left = 0;  // ms of prefill work not done yet
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<long> ready;     // token indexes made and not yet sent
+  std::deque<long> ready;  // token indexes made and not yet sent
 };
 
 // A step's work split over the workers; the engine thread waits for all of them (llama.cpp's
@@ -1070,7 +1078,8 @@ class BatchEngine {
       bool decoding = false;
       for (auto& s : batch) {
         if (s->prefill_left > 0) {
-          const double chunk = o_.prefill_chunk_ms > 0 ? std::min(o_.prefill_chunk_ms, s->prefill_left) : s->prefill_left;
+          const double chunk =
+              o_.prefill_chunk_ms > 0 ? std::min(o_.prefill_chunk_ms, s->prefill_left) : s->prefill_left;
           s->prefill_left -= chunk;
           work += chunk;
         } else {
@@ -1315,7 +1324,8 @@ void accept_loop(int lfd, const Options& o) {
     volatile uint64_t sink = 0;
     for (uint64_t k = 1;; ++k) {
       const uint64_t start = t0 + k * period - burst;  // the first burst ends one period in
-      while (mono_ns() < start) std::this_thread::sleep_for(std::chrono::microseconds(std::max<uint64_t>(1, (start - mono_ns()) / 1000)));
+      while (mono_ns() < start)
+        std::this_thread::sleep_for(std::chrono::microseconds(std::max<uint64_t>(1, (start - mono_ns()) / 1000)));
       while (mono_ns() < start + burst) sink = sink + 1;
     }
   };
@@ -1362,7 +1372,8 @@ int main(int argc, char** argv) {
   const pid_t neighbour = opts.neighbour_threads > 0 ? start_neighbour(opts) : 0;
   if (neighbour > 0)
     std::fprintf(stderr, "ld-sample-server: noisy neighbour pid %d: %ld threads spin %.0f ms every %.0f ms\n",
-                 static_cast<int>(neighbour), opts.neighbour_threads, opts.neighbour_burst_ms, opts.neighbour_period_ms);
+                 static_cast<int>(neighbour), opts.neighbour_threads, opts.neighbour_burst_ms,
+                 opts.neighbour_period_ms);
 
   constexpr int kRuns = 5;
   constexpr double kRunMs = 20;
@@ -1384,8 +1395,7 @@ int main(int argc, char** argv) {
   int port = 0;
   int lfd = listen_loopback(opts.port, port, static_cast<int>(opts.listen_backlog));
   if (lfd < 0) {
-    std::fprintf(stderr, "ld-sample-server: cannot listen on 127.0.0.1:%d: %s\n", opts.port,
-                 std::strerror(errno));
+    std::fprintf(stderr, "ld-sample-server: cannot listen on 127.0.0.1:%d: %s\n", opts.port, std::strerror(errno));
     return 1;
   }
   std::printf("listening on 127.0.0.1:%d\n", port);

@@ -23,8 +23,8 @@ uint32_t be32(const unsigned char* p) {
 
 struct Image {
   uint32_t width = 0, height = 0;
-  unsigned channels = 0;               // 1 grey, 2 grey+alpha, 3 RGB, 4 RGBA
-  std::vector<unsigned char> pixels;   // unfiltered rows, width * channels bytes each
+  unsigned channels = 0;              // 1 grey, 2 grey+alpha, 3 RGB, 4 RGBA
+  std::vector<unsigned char> pixels;  // unfiltered rows, width * channels bytes each
 };
 
 unsigned channels_of(unsigned colour_type) {

@@ -15,7 +15,8 @@ using nlohmann::json;
 
 json trailer_with(json agent) {
   return {{"end_mono_ns", 6'000'000'000ULL},
-          {"probes", json::array({{{"name", "sock"}, {"status", "attached"}, {"reason", ""}, {"events", 10}, {"lost", 0}}})},
+          {"probes",
+           json::array({{{"name", "sock"}, {"status", "attached"}, {"reason", ""}, {"events", 10}, {"lost", 0}}})},
           {"agent", std::move(agent)}};
 }
 

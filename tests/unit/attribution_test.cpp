@@ -8,17 +8,18 @@
 
 #include <gtest/gtest.h>
 
-#include "analysis/summary.hpp"
 #include "analysis/attribution.hpp"
 #include "analysis/evidence.hpp"
 #include "analysis/live.hpp"
+#include "analysis/summary.hpp"
 #include "events.h"
+#include "synthetic_record.hpp"
 
 using ld::analysis::Attributor;
-using ld::model::Cause;
-using ld::model::WindowKind;
 using ld::analysis::EvidenceStore;
 using ld::analysis::WindowAccount;
+using ld::model::Cause;
+using ld::model::WindowKind;
 
 namespace {
 
@@ -26,13 +27,7 @@ constexpr uint64_t kMs = 1'000'000;
 
 template <class T>
 T record(uint16_t type, uint32_t tgid, uint32_t tid, uint64_t ts) {
-  T r{};
-  r.hdr.type = type;
-  r.hdr.size = sizeof(T);
-  r.hdr.tgid = tgid;
-  r.hdr.tid = tid;
-  r.hdr.ts_ns = ts;
-  return r;
+  return synthetic_record<T>(type, tgid, tid, ts);
 }
 
 template <class T>
@@ -359,8 +354,9 @@ TEST(Attribution, KernelStacksSayWhatTheCpuDid) {
   EXPECT_EQ(classify_kernel_stack({"copy_page_from_iter_atomic+0x1a", "generic_perform_write+0x9c",
                                    "ext4_buffered_write_iter+0x57", "vfs_write+0x23c"}),
             Cause::kDiskIo);
-  EXPECT_EQ(classify_kernel_stack({"memcpy_orig+0x10", "iomap_file_buffered_write+0x1c", "xfs_file_buffered_write+0x9"}),
-            Cause::kDiskIo);
+  EXPECT_EQ(
+      classify_kernel_stack({"memcpy_orig+0x10", "iomap_file_buffered_write+0x1c", "xfs_file_buffered_write+0x9"}),
+      Cause::kDiskIo);
   // A socket write is the network's, even though it also goes through vfs_write.
   EXPECT_EQ(classify_kernel_stack({"_copy_from_iter+0x8", "tcp_sendmsg_locked+0x2f", "tcp_sendmsg+0x2c",
                                    "sock_write_iter+0x101", "vfs_write+0x23c"}),
@@ -462,14 +458,16 @@ TEST(Attribution, TtftFitNeedsThreeDistinctInputs) {
 TEST(Attribution, PeriodicOutliersAreFound) {
   std::vector<uint64_t> ends;
   for (int i = 0; i < 6; ++i) ends.push_back((5'000 + i * 60'000 + (i % 2) * 300) * kMs);
-  ends.push_back(ends[2] + 200 * kMs);  // a second stream hurt by the same event
+  ends.push_back(ends[2] + 200 * kMs);         // a second stream hurt by the same event
   ends.push_back((5'000 + 8 * 60'000) * kMs);  // the 7th and 8th events fell between requests
   const auto p = ld::analysis::find_period(ends);
   ASSERT_TRUE(p.found);
   EXPECT_NEAR(p.period_s, 60.0, 0.5);
   EXPECT_EQ(p.outliers, 8u);
   // Irregular times are not a period.
-  EXPECT_FALSE(ld::analysis::find_period({1 * kMs * 1000, 4 * kMs * 1000, 5 * kMs * 1000, 13 * kMs * 1000, 14 * kMs * 1000}).found);
+  EXPECT_FALSE(
+      ld::analysis::find_period({1 * kMs * 1000, 4 * kMs * 1000, 5 * kMs * 1000, 13 * kMs * 1000, 14 * kMs * 1000})
+          .found);
 }
 
 TEST(Attribution, ReportOutliersCarryTheCauseAndTheTypicalProfile) {
@@ -725,7 +723,8 @@ TEST(LiveWatch, ReportsSlowFirstTokensAndGapsAsTheyHappen) {
   EXPECT_EQ(feed(io(1000 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA)), "live: slow first token 900 ms (tid 101, port 8000)");
   EXPECT_EQ(feed(io(1040 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA)), "");
   EXPECT_EQ(feed(io(1041 * kMs, LD_DIR_SEND, LD_PC_CHUNK_FRAME)), "");  // framing is not a token
-  EXPECT_EQ(feed(io(1440 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA)), "live: slow gap 400 ms before token 2 (tid 101, port 8000)");
+  EXPECT_EQ(feed(io(1440 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA)),
+            "live: slow gap 400 ms before token 2 (tid 101, port 8000)");
   EXPECT_EQ(feed(io(1450 * kMs, LD_DIR_SEND, LD_PC_SSE_DONE)), "");
   // The next request on the keep-alive connection starts afresh: a quick first token is silent.
   EXPECT_EQ(feed(io(5000 * kMs, LD_DIR_RECV, LD_PC_HTTP_REQUEST)), "");
@@ -751,7 +750,8 @@ void cuda(EvidenceStore& store, uint32_t tgid, uint32_t tid, uint16_t kind, uint
 // threshold, only the futex probe's timed calls say so.
 void short_gil_waits(EvidenceStore& store) {
   gil_address(store);
-  for (uint64_t t = 10; t < 50; t += 10) syscall(store, 100, 100, LD_SYS_FUTEX_WAIT, t * kMs, t * kMs + 800'000, 0x5000);
+  for (uint64_t t = 10; t < 50; t += 10)
+    syscall(store, 100, 100, LD_SYS_FUTEX_WAIT, t * kMs, t * kMs + 800'000, 0x5000);
   blocked(store, 100, 100, 95 * kMs, 96 * kMs, 96 * kMs, 232, 0, 0, "swapper/0");
 }
 

@@ -112,10 +112,11 @@ TEST(AuditCli, MissingOrUnreadableRootExits2WithOneLine) {
   if (geteuid() != 0) {
     AuditRun unreadable = audit({"--root", locked});
     EXPECT_EQ(unreadable.code, 2);
-    EXPECT_EQ(unreadable.err, "latency-doctor audit: error: --root " + locked + ": cannot list it: Permission denied\n");
+    EXPECT_EQ(unreadable.err,
+              "latency-doctor audit: error: --root " + locked + ": cannot list it: Permission denied\n");
   } else if (access("/usr/bin/setpriv", X_OK) == 0) {
-    ld::test::Child child({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", kBinary, "audit",
-                           "--root", locked});
+    ld::test::Child child(
+        {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", kBinary, "audit", "--root", locked});
     EXPECT_EQ(child.wait(std::chrono::seconds(60)).value_or(-1), 2);
     EXPECT_EQ(child.err(), "latency-doctor audit: error: --root " + locked + ": cannot list it: Permission denied\n");
   }

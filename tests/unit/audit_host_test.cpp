@@ -79,7 +79,7 @@ TEST(AuditHost, BadTreeSysctlsAndSystem) {
   EXPECT_EQ(str(f, "cpu.model"), "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz");
   EXPECT_EQ(flag(f, "cpu.cpufreq"), true);
   EXPECT_EQ(str(f, "cpu.governor"), "ondemand,powersave");  // every distinct governor
-  EXPECT_EQ(flag(f, "cpu.boost"), false);                    // intel_pstate/no_turbo = 1
+  EXPECT_EQ(flag(f, "cpu.boost"), false);                   // intel_pstate/no_turbo = 1
   EXPECT_EQ(str(f, "cpu.idle_states"), "POLL,C1,C1E,C6");
   EXPECT_EQ(str(f, "cpu.idle_deepest"), "C6");
   EXPECT_DOUBLE_EQ(num(f, "cpu.idle_max_latency_ms"), 0.133);
@@ -210,8 +210,8 @@ TEST(AuditHost, PartialTreeListsUnknownsAndNeverThrows) {
   EXPECT_FALSE(f.has("mem.swap_total_bytes"));
   EXPECT_FALSE(f.has("limits.nofile_soft"));
   EXPECT_NE(unknown(a, "limits.nofile_soft"), nullptr);
-  EXPECT_FALSE(f.has("cgroup.cpuset_cpus"));  // "7-3" is malformed
-  EXPECT_FALSE(f.has("trace.kernel_config"));       // /proc/config.gz is not gzip, no /boot
+  EXPECT_FALSE(f.has("cgroup.cpuset_cpus"));   // "7-3" is malformed
+  EXPECT_FALSE(f.has("trace.kernel_config"));  // /proc/config.gz is not gzip, no /boot
   EXPECT_NE(unknown(a, "trace.kernel_config"), nullptr);
   EXPECT_FALSE(f.has("trace.fentry"));
   EXPECT_EQ(flag(f, "nginx.valid"), false);
@@ -295,8 +295,8 @@ TEST(AuditHost, TracefsHiddenFromThisUserIsNotAbsent) {
   fs::create_directories(root / "proc/sys/kernel");
   std::ofstream(root / "proc/sys/kernel/osrelease") << "6.1.0-x\n";
   fs::create_directories(root / "boot");
-  std::ofstream(root / "boot/config-6.1.0-x")
-      << "CONFIG_FTRACE_SYSCALLS=y\nCONFIG_BPF_JIT=y\nCONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS=y\nCONFIG_DEBUG_INFO_BTF=y\n";
+  std::ofstream(root / "boot/config-6.1.0-x") << "CONFIG_FTRACE_SYSCALLS=y\nCONFIG_BPF_JIT=y\nCONFIG_DYNAMIC_FTRACE_"
+                                                 "WITH_DIRECT_CALLS=y\nCONFIG_DEBUG_INFO_BTF=y\n";
   fs::permissions(root / "sys/kernel/tracing", fs::perms::none);
   HostAudit a = audit_host(root.string(), {});
   fs::permissions(root / "sys/kernel/tracing", fs::perms::owner_all);

@@ -59,7 +59,7 @@ TEST(NginxParse, CommentsQuotesEscapesAndVariables) {
   EXPECT_EQ(top[1].args, (std::vector<std::string>{"$v", "line\"quote"}));
   EXPECT_EQ(top[2].args, (std::vector<std::string>{"X", "${upstream_addr}:$host"}));
   EXPECT_EQ(top[3].args.at(1), "multi\nline");
-  EXPECT_EQ(top[4].line, 8);  // the newline inside the quoted string was counted
+  EXPECT_EQ(top[4].line, 8);                                // the newline inside the quoted string was counted
   EXPECT_EQ(top[4].args, std::vector<std::string>{"x#y"});  // '#' inside a word is not a comment
 }
 
@@ -136,8 +136,10 @@ TEST(NginxConfig, BrokenIncludesAreReportedAndTheRestIsRead) {
   std::string all;
   for (const auto& e : config.errors) all += e + "\n";
   EXPECT_NE(all.find("/etc/nginx/conf.d/a.conf:2: unexpected end of file"), std::string::npos) << all;
-  EXPECT_NE(all.find("/etc/nginx/nginx.conf:3: cannot read /etc/nginx/missing.conf: no such file"), std::string::npos) << all;
-  EXPECT_NE(all.find("/etc/nginx/nginx.conf:4: include /etc/nginx/nginx.conf: includes itself"), std::string::npos) << all;
+  EXPECT_NE(all.find("/etc/nginx/nginx.conf:3: cannot read /etc/nginx/missing.conf: no such file"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("/etc/nginx/nginx.conf:4: include /etc/nginx/nginx.conf: includes itself"), std::string::npos)
+      << all;
   EXPECT_NE(all.find("/etc/nginx/nginx.conf:9: unterminated quoted string"), std::string::npos) << all;
   // The included file's location before its error is still seen.
   auto blocks = proxied_blocks(config);

@@ -59,9 +59,10 @@ TEST(AuditRender, SysctlFileSkipsMatchingDedupsAndCommentsOutUnknownKeys) {
   r.host.root = "/";
   r.findings = {
       finding("somaxconn", "warn", {{"net.core.somaxconn", "65535", "4096", "uses more memory per listener"}}),
-      finding("ports", "info", {{"net.ipv4.ip_local_port_range", "1024 65535", "1024\t65535", ""},  // already so
-                                {"net.core.somaxconn", "1024", "4096", ""}}),                        // duplicate key
-      finding("migration", "info", {{"kernel.sched_migration_cost_ns", "5000000", "", ""}}),        // not on host
+      finding("ports", "info",
+              {{"net.ipv4.ip_local_port_range", "1024 65535", "1024\t65535", ""},             // already so
+               {"net.core.somaxconn", "1024", "4096", ""}}),                                  // duplicate key
+      finding("migration", "info", {{"kernel.sched_migration_cost_ns", "5000000", "", ""}}),  // not on host
   };
   std::string file = render_sysctl_file(r);
   EXPECT_EQ(settings(file), std::vector<std::string>{"net.core.somaxconn = 65535"});
@@ -71,7 +72,8 @@ TEST(AuditRender, SysctlFileSkipsMatchingDedupsAndCommentsOutUnknownKeys) {
       << file;
   EXPECT_NE(file.find("# kernel.sched_migration_cost_ns = 5000000\n"), std::string::npos) << file;
   EXPECT_EQ(file.find("ip_local_port_range"), std::string::npos) << file;
-  for (const auto& line : lines_of(file)) EXPECT_TRUE(line.empty() || line[0] == '#' || line.find(" = ") != std::string::npos) << line;
+  for (const auto& line : lines_of(file))
+    EXPECT_TRUE(line.empty() || line[0] == '#' || line.find(" = ") != std::string::npos) << line;
 }
 
 TEST(AuditRender, SysctlFileNeverLetsRuleTextEscapeAComment) {
@@ -115,10 +117,10 @@ TEST(AuditRender, TextHasEverySectionAndTheTarget) {
   r.findings = {finding("somaxconn", "crit", {{"net.core.somaxconn", "65535", "128", "more memory"}})};
   std::string text = render_audit_text(r);
   for (const char* expected :
-       {"latency-doctor audit of ", "kernel 5.10.0-bad, 8 CPUs", "target: pid 4242 (python3), cgroup /system.slice/llm.service (v2)",
-        "findings: 1 crit, 0 warn, 0 info", "[crit] title of somaxconn",
-        "sysctl net.core.somaxconn = 65535 (now 128) - more memory", "governor ondemand,powersave",
-        "CPU quota 2 CPUs", "open files 1024 soft / 4096 hard", "irqbalance not running",
+       {"latency-doctor audit of ", "kernel 5.10.0-bad, 8 CPUs",
+        "target: pid 4242 (python3), cgroup /system.slice/llm.service (v2)", "findings: 1 crit, 0 warn, 0 info",
+        "[crit] title of somaxconn", "sysctl net.core.somaxconn = 65535 (now 128) - more memory",
+        "governor ondemand,powersave", "CPU quota 2 CPUs", "open files 1024 soft / 4096 hard", "irqbalance not running",
         "proxy_buffering on  (default, proxy_pass at /etc/nginx/conf.d/llm.conf:5)", "sysctls read",
         "tracing: what latency-doctor can trace here", "no   BTF"})
     EXPECT_NE(text.find(expected), std::string::npos) << "missing: " << expected << "\n" << text;

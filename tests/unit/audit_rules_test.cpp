@@ -67,19 +67,32 @@ TEST(AuditRules, HostRulesLoadCleanly) {
 TEST(AuditRules, BadHostYieldsTheExpectedFindings) {
   AuditResult r = audit_tree("bad", {4242, ""});
   const std::map<std::string, std::string> expected{
-      {"host-listen-backlog", "warn"},         {"host-tcp-tw-reuse", "warn"},
-      {"host-tcp-fin-timeout", "info"},        {"host-local-port-range", "info"},
-      {"host-slow-start-after-idle", "info"},  {"host-busy-poll", "info"},
-      {"host-nofile-limit", "warn"},           {"host-swappiness", "warn"},
-      {"host-dirty-ratios", "warn"},           {"host-thp-defrag", "warn"},
-      {"host-numa-balancing", "warn"},         {"host-zone-reclaim", "warn"},
-      {"host-cpu-governor", "warn"},           {"host-cpu-deep-idle", "info"},
-      {"host-sched-migration-cost", "info"},   {"host-irqbalance", "info"},
-      {"host-cpu-quota-without-cpuset", "crit"}, {"host-cgroup-memory-near-limit", "warn"},
-      {"host-cgroup-may-swap", "info"},        {"nginx-proxy-buffering", "warn"},
-      {"nginx-proxy-buffer-size", "info"},     {"nginx-proxy-read-timeout", "warn"},
-      {"nginx-keepalive-timeout", "info"},     {"nginx-upstream-http10", "info"},
-      {"trace-no-btf", "warn"},                {"trace-kptr-restrict", "info"},
+      {"host-listen-backlog", "warn"},
+      {"host-tcp-tw-reuse", "warn"},
+      {"host-tcp-fin-timeout", "info"},
+      {"host-local-port-range", "info"},
+      {"host-slow-start-after-idle", "info"},
+      {"host-busy-poll", "info"},
+      {"host-nofile-limit", "warn"},
+      {"host-swappiness", "warn"},
+      {"host-dirty-ratios", "warn"},
+      {"host-thp-defrag", "warn"},
+      {"host-numa-balancing", "warn"},
+      {"host-zone-reclaim", "warn"},
+      {"host-cpu-governor", "warn"},
+      {"host-cpu-deep-idle", "info"},
+      {"host-sched-migration-cost", "info"},
+      {"host-irqbalance", "info"},
+      {"host-cpu-quota-without-cpuset", "crit"},
+      {"host-cgroup-memory-near-limit", "warn"},
+      {"host-cgroup-may-swap", "info"},
+      {"nginx-proxy-buffering", "warn"},
+      {"nginx-proxy-buffer-size", "info"},
+      {"nginx-proxy-read-timeout", "warn"},
+      {"nginx-keepalive-timeout", "info"},
+      {"nginx-upstream-http10", "info"},
+      {"trace-no-btf", "warn"},
+      {"trace-kptr-restrict", "info"},
   };
   EXPECT_EQ(severities(r.findings), expected);
   // Findings quote the host's numbers and say where nginx settings come from.
@@ -118,13 +131,20 @@ TEST(AuditRules, BadHostSysctlFile) {
     set[line.substr(0, eq)] = line.substr(eq + 3);
   }
   const std::map<std::string, std::string> expected{
-      {"net.core.somaxconn", "65535"},          {"net.ipv4.tcp_max_syn_backlog", "8192"},
-      {"net.ipv4.tcp_tw_reuse", "1"},           {"net.ipv4.tcp_fin_timeout", "30"},
-      {"net.ipv4.ip_local_port_range", "1024 65535"}, {"net.ipv4.tcp_slow_start_after_idle", "0"},
-      {"net.core.busy_read", "50"},             {"net.core.busy_poll", "50"},
-      {"vm.swappiness", "1"},                   {"vm.dirty_ratio", "10"},
-      {"vm.dirty_background_ratio", "3"},       {"kernel.numa_balancing", "0"},
-      {"vm.zone_reclaim_mode", "0"},            {"kernel.sched_migration_cost_ns", "5000000"},
+      {"net.core.somaxconn", "65535"},
+      {"net.ipv4.tcp_max_syn_backlog", "8192"},
+      {"net.ipv4.tcp_tw_reuse", "1"},
+      {"net.ipv4.tcp_fin_timeout", "30"},
+      {"net.ipv4.ip_local_port_range", "1024 65535"},
+      {"net.ipv4.tcp_slow_start_after_idle", "0"},
+      {"net.core.busy_read", "50"},
+      {"net.core.busy_poll", "50"},
+      {"vm.swappiness", "1"},
+      {"vm.dirty_ratio", "10"},
+      {"vm.dirty_background_ratio", "3"},
+      {"kernel.numa_balancing", "0"},
+      {"vm.zone_reclaim_mode", "0"},
+      {"kernel.sched_migration_cost_ns", "5000000"},
   };
   EXPECT_EQ(set, expected) << file;
   // Every setting follows its reason and caveat.
@@ -136,8 +156,7 @@ TEST(AuditRules, BadHostSysctlFile) {
 
 TEST(AuditRules, WellTunedHostHasNothingAboveInfo) {
   AuditResult r = audit_tree("good", {777, ""});
-  for (const auto& f : r.findings)
-    EXPECT_EQ(f.severity, "info") << f.rule << ": " << f.title << " - " << f.evidence;
+  for (const auto& f : r.findings) EXPECT_EQ(f.severity, "info") << f.rule << ": " << f.title << " - " << f.evidence;
   std::string file = render_sysctl_file(r);
   std::istringstream in(file);
   for (std::string line; std::getline(in, line);)

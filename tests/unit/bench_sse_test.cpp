@@ -61,9 +61,8 @@ const std::string kStream =
     "data: line2\n"
     "\n"
     "data:no-space\r\rdata: [DONE]\n\n";
-const std::vector<std::string> kExpected = {"{\"choices\":[{\"text\":\"a\"}]}",
-                                            "{\"choices\":[{\"text\":\"b\"}]}", "line1\nline2",
-                                            "no-space", "[DONE]"};
+const std::vector<std::string> kExpected = {"{\"choices\":[{\"text\":\"a\"}]}", "{\"choices\":[{\"text\":\"b\"}]}",
+                                            "line1\nline2", "no-space", "[DONE]"};
 
 }  // namespace
 
@@ -81,8 +80,7 @@ TEST(SseParser, EverySplitPositionGivesSameEvents) {
 TEST(SseParser, EveryTwoSplitPositionsGiveSameEvents) {
   for (size_t a = 0; a <= kStream.size(); ++a)
     for (size_t b = a; b <= kStream.size(); ++b) {
-      auto got = datas(parse_all({kStream.substr(0, a), kStream.substr(a, b - a),
-                                  kStream.substr(b)}));
+      auto got = datas(parse_all({kStream.substr(0, a), kStream.substr(a, b - a), kStream.substr(b)}));
       ASSERT_EQ(got, kExpected) << "split at bytes " << a << "," << b;
     }
 }
@@ -121,16 +119,16 @@ TEST(SseParser, EmptyDataLineIsAnEvent) {
 }
 
 TEST(SseParser, EventFieldAndBom) {
-  auto ev = parse_all({"\xEF\xBB", "\xBF" "event: delta\ndata: x\n\ndata: y\n\n"});
+  auto ev = parse_all({"\xEF\xBB",
+                       "\xBF"
+                       "event: delta\ndata: x\n\ndata: y\n\n"});
   ASSERT_EQ(ev.size(), 2u);
   EXPECT_EQ(ev[0].event, "delta");
   EXPECT_EQ(ev[0].data, "x");
   EXPECT_EQ(ev[1].event, "");  // the event type resets after dispatch
 }
 
-TEST(SseParser, UnterminatedEventIsNotDispatched) {
-  EXPECT_TRUE(parse_all({"data: partial\n"}).empty());
-}
+TEST(SseParser, UnterminatedEventIsNotDispatched) { EXPECT_TRUE(parse_all({"data: partial\n"}).empty()); }
 
 // ------------------------------------------------------------------------------------ tokens
 
@@ -141,8 +139,7 @@ TEST(TokenEvents, DoneIsNotAToken) {
 }
 
 TEST(TokenEvents, UsageOnlyEventIsNotAToken) {
-  const std::string usage =
-      R"({"id":"c","choices":[],"usage":{"prompt_tokens":64,"completion_tokens":8}})";
+  const std::string usage = R"({"id":"c","choices":[],"usage":{"prompt_tokens":64,"completion_tokens":8}})";
   EXPECT_FALSE(is_token_event(usage));
   EXPECT_EQ(usage_prompt_tokens(usage), 64);
   EXPECT_FALSE(is_token_event(R"({"usage":{"prompt_tokens":1}})"));
@@ -193,11 +190,10 @@ TEST(BenchStats, SummaryOfNothingSaysNA) {
 // ------------------------------------------------------------------------------------ URL guard
 
 TEST(BenchUrl, LoopbackHosts) {
-  for (const char* h : {"127.0.0.1", "127.1.2.3", "localhost", "LOCALHOST", "[::1]", "::1",
-                        "::ffff:127.0.0.1"})
+  for (const char* h : {"127.0.0.1", "127.1.2.3", "localhost", "LOCALHOST", "[::1]", "::1", "::ffff:127.0.0.1"})
     EXPECT_TRUE(is_loopback_host(h)) << h;
-  for (const char* h : {"10.0.0.1", "128.0.0.1", "example.com", "localhost.example.com",
-                        "[::2]", "0.0.0.0", "", "127.0.0.1.nip.io"})
+  for (const char* h :
+       {"10.0.0.1", "128.0.0.1", "example.com", "localhost.example.com", "[::2]", "0.0.0.0", "", "127.0.0.1.nip.io"})
     EXPECT_FALSE(is_loopback_host(h)) << h;
 }
 
@@ -238,9 +234,8 @@ TEST(BenchOptionsCheck, BadOptionsThrow) {
 
 namespace {
 fs::path temp_path(const std::string& name) {
-  return fs::temp_directory_path() /
-         (name + "." + std::to_string(getpid()) + "." +
-          std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  return fs::temp_directory_path() / (name + "." + std::to_string(getpid()) + "." +
+                                      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
 }
 
 std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
@@ -266,8 +261,7 @@ TEST(BenchTokenLog, FormatAndMode) {
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(lines[0], nlohmann::json::parse(R"({"request":"req-1","event":"start","t_ns":100,
                                                "clock":"monotonic","input_tokens":12})"));
-  EXPECT_EQ(lines[1], nlohmann::json::parse(
-                          R"({"request":"req-1","event":"token","t_ns":150,"clock":"monotonic"})"));
+  EXPECT_EQ(lines[1], nlohmann::json::parse(R"({"request":"req-1","event":"token","t_ns":150,"clock":"monotonic"})"));
   EXPECT_EQ(lines[3]["event"], "end");
   EXPECT_EQ(lines[3]["t_ns"], 170);
   struct stat st {};
@@ -349,8 +343,8 @@ class SampleServer {
   }
 
  private:
-  [[noreturn]] static void exec_child(const fs::path& exe, const std::vector<std::string>& args,
-                                      int out_fd, pid_t parent) {
+  [[noreturn]] static void exec_child(const fs::path& exe, const std::vector<std::string>& args, int out_fd,
+                                      pid_t parent) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test binary
     if (getppid() != parent) _exit(127);
     ::dup2(out_fd, STDOUT_FILENO);
@@ -411,11 +405,11 @@ std::string raw_exchange(int port, const std::string& request) {
   return out;
 }
 
-#define REQUIRE_SAMPLE_SERVER(var)                                                          \
-  auto var = find_sample_server();                                                          \
-  if (!var)                                                                                 \
-    GTEST_SKIP() << "ld-sample-server not found next to the test binary or in its parent "  \
-                    "directory (build the ld-sample-server target, or set LD_SAMPLE_SERVER)"
+#define REQUIRE_SAMPLE_SERVER(var)                                                       \
+  auto var = find_sample_server();                                                       \
+  if (!var)                                                                              \
+  GTEST_SKIP() << "ld-sample-server not found next to the test binary or in its parent " \
+                  "directory (build the ld-sample-server target, or set LD_SAMPLE_SERVER)"
 
 void expect_clean_run(const BenchResult& r, int requests, int tokens) {
   ASSERT_EQ(r.requests.size(), static_cast<size_t>(requests));
@@ -454,22 +448,21 @@ TEST_P(BenchLive, FourRequestsConcurrencyTwo) {
   EXPECT_EQ(WEXITSTATUS(server.stop()), 0);  // SIGTERM is a clean exit
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    WireModes, BenchLive,
-    ::testing::Values(std::vector<std::string>{"--wire", "openai"},
-                      std::vector<std::string>{"--wire", "llamacpp"},
-                      std::vector<std::string>{"--wire", "uvicorn"},
-                      std::vector<std::string>{"--wire", "rust"},
-                      std::vector<std::string>{"--wire", "llamacpp", "--close-after-stream"},
-                      std::vector<std::string>{"--wire", "openai", "--plain"},
-                      std::vector<std::string>{"--wire", "rust", "--plain"}),
-    [](const auto& info) {
-      std::string name;
-      for (const auto& a : info.param)
-        for (char c : a)
-          if (std::isalnum(static_cast<unsigned char>(c))) name += c;
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(WireModes, BenchLive,
+                         ::testing::Values(std::vector<std::string>{"--wire", "openai"},
+                                           std::vector<std::string>{"--wire", "llamacpp"},
+                                           std::vector<std::string>{"--wire", "uvicorn"},
+                                           std::vector<std::string>{"--wire", "rust"},
+                                           std::vector<std::string>{"--wire", "llamacpp", "--close-after-stream"},
+                                           std::vector<std::string>{"--wire", "openai", "--plain"},
+                                           std::vector<std::string>{"--wire", "rust", "--plain"}),
+                         [](const auto& info) {
+                           std::string name;
+                           for (const auto& a : info.param)
+                             for (char c : a)
+                               if (std::isalnum(static_cast<unsigned char>(c))) name += c;
+                           return name;
+                         });
 
 TEST(BenchLiveExtra, ChatEndpointMaxTokensAndTokenLog) {
   REQUIRE_SAMPLE_SERVER(exe);
@@ -548,22 +541,21 @@ TEST(SampleServerLive, HealthKeepAliveAndMalformedRequests) {
   EXPECT_EQ(two.substr(two.size() - 2), "ok");
 
   for (const std::string& bad : {std::string("garbage\r\n\r\n"),
-                                std::string("POST /v1/completions HTTP/1.1\r\nContent-Length: "
-                                            "zz\r\n\r\n"),
-                                std::string("POST /v1/completions HTTP/1.1\r\nContent-Length: "
-                                            "9\r\n\r\n{\"max_tok"),
-                                std::string("POST /v1/completions HTTP/1.1\r\nContent-Length: "
-                                            "17\r\n\r\n{\"max_tokens\":-1}"),
-                                std::string("POST /v1/completions HTTP/1.1\r\nContent-Length: "
-                                            "200\r\n\r\n") +
-                                    std::string(100, '[') + std::string(100, ']'),
-                                std::string(70000, 'A')}) {
+                                 std::string("POST /v1/completions HTTP/1.1\r\nContent-Length: "
+                                             "zz\r\n\r\n"),
+                                 std::string("POST /v1/completions HTTP/1.1\r\nContent-Length: "
+                                             "9\r\n\r\n{\"max_tok"),
+                                 std::string("POST /v1/completions HTTP/1.1\r\nContent-Length: "
+                                             "17\r\n\r\n{\"max_tokens\":-1}"),
+                                 std::string("POST /v1/completions HTTP/1.1\r\nContent-Length: "
+                                             "200\r\n\r\n") +
+                                     std::string(100, '[') + std::string(100, ']'),
+                                 std::string(70000, 'A')}) {
     std::string reply = raw_exchange(server.port(), bad);
     EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << bad.substr(0, 80) << " -> " << reply;
   }
   // Still alive and serving after all that.
-  std::string ok = raw_exchange(server.port(),
-                                "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n");
+  std::string ok = raw_exchange(server.port(), "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(ok.rfind("HTTP/1.1 200", 0), 0u) << ok;
 }
 
@@ -580,11 +572,11 @@ std::optional<fs::path> find_fake_cudart() {
   return std::nullopt;
 }
 
-#define REQUIRE_FAKE_CUDA(var)                                                   \
-  auto var = find_fake_cudart();                                                 \
-  if (!var)                                                                      \
-    GTEST_SKIP() << "fake_cuda/libcudart.so.12 not found in the build directory " \
-                    "(build the ld_fake_cudart target)"
+#define REQUIRE_FAKE_CUDA(var)                                                  \
+  auto var = find_fake_cudart();                                                \
+  if (!var)                                                                     \
+  GTEST_SKIP() << "fake_cuda/libcudart.so.12 not found in the build directory " \
+                  "(build the ld_fake_cudart target)"
 
 // One request alone (no other stream in its steps), `tokens` long: the gaps between its tokens, ms.
 std::vector<double> lone_request_gaps(const std::string& url, int tokens) {
@@ -628,8 +620,8 @@ void expect_every_fourth_step_slower(const std::vector<double>& gaps, double fau
 TEST(SampleServerGpu, BatchStepsRunOnTheStandInGpu) {
   REQUIRE_SAMPLE_SERVER(exe);
   REQUIRE_FAKE_CUDA(cudart);
-  SampleServer server(*exe, {"--engine", "batch", "--gpu-lib", cudart->string(), "--gpu-cpu-ms", "1",
-                             "--gpu-kernels", "4", "--gpu-kernel-us", "1000", "--prefill-ms-per-kb", "4"});
+  SampleServer server(*exe, {"--engine", "batch", "--gpu-lib", cudart->string(), "--gpu-cpu-ms", "1", "--gpu-kernels",
+                             "4", "--gpu-kernel-us", "1000", "--prefill-ms-per-kb", "4"});
   BenchOptions o;
   o.url = server.url();
   o.requests = 4;
@@ -649,9 +641,9 @@ TEST(SampleServerGpu, GpuSlowAndHostStallSlowEveryNthStep) {
   REQUIRE_FAKE_CUDA(cudart);
   for (const char* fault : {"gpu_slow", "host_stall"}) {
     SCOPED_TRACE(fault);
-    SampleServer server(*exe, {"--engine", "batch", "--gpu-lib", cudart->string(), "--gpu-cpu-ms", "0.5",
-                               "--gpu-kernels", "4", "--gpu-kernel-us", "1000", "--fault", fault,
-                               "--fault-every", "4", "--fault-ms", "60"});
+    SampleServer server(
+        *exe, {"--engine", "batch", "--gpu-lib", cudart->string(), "--gpu-cpu-ms", "0.5", "--gpu-kernels", "4",
+               "--gpu-kernel-us", "1000", "--fault", fault, "--fault-every", "4", "--fault-ms", "60"});
     expect_every_fourth_step_slower(lone_request_gaps(server.url(), 12), 60);
   }
 }
@@ -661,7 +653,8 @@ TEST(SampleServerGpu, GpuOptionsNeedTheBatchEngineAndALibrary) {
   const std::string server = exe->string();
   EXPECT_NE(std::system((server + " --gpu-lib /nonexistent >/dev/null 2>&1").c_str()), 0);
   EXPECT_NE(std::system((server + " --engine batch --fault gpu_slow >/dev/null 2>&1").c_str()), 0);
-  EXPECT_NE(std::system((server + " --engine batch --gpu-lib /nonexistent/libcudart.so.12 >/dev/null 2>&1").c_str()), 0);
+  EXPECT_NE(std::system((server + " --engine batch --gpu-lib /nonexistent/libcudart.so.12 >/dev/null 2>&1").c_str()),
+            0);
 }
 
 TEST(PyGpuServerLive, ForwardsOnTheStandInGpuAndSlowForwards) {
@@ -669,9 +662,8 @@ TEST(PyGpuServerLive, ForwardsOnTheStandInGpuAndSlowForwards) {
   if (std::system("/usr/bin/python3 -c 'import fastapi, uvicorn' >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "/usr/bin/python3 lacks fastapi or uvicorn (python3-fastapi, python3-uvicorn)";
   const std::string script = std::string(LD_TEST_DATA_DIR) + "/../target/py_gpu_server.py";
-  SampleServer server("/usr/bin/python3", {script, "--cuda-lib", cudart->string(), "--layers", "8",
-                                           "--layer-python-us", "50", "--kernel-us", "500",
-                                           "--gpu-slow-every", "4", "--gpu-slow-ms", "60"});
+  SampleServer server("/usr/bin/python3", {script, "--cuda-lib", cudart->string(), "--layers", "8", "--layer-python-us",
+                                           "50", "--kernel-us", "500", "--gpu-slow-every", "4", "--gpu-slow-ms", "60"});
   expect_every_fourth_step_slower(lone_request_gaps(server.url(), 12), 60);
   BenchOptions o;
   o.url = server.url("/v1/chat/completions");

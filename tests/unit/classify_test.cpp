@@ -40,8 +40,7 @@ TEST(Classify, RequestLines) {
 }
 
 TEST(Classify, ResponseHeaders) {
-  EXPECT_EQ(classify("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"),
-            LD_PC_HTTP_RESPONSE);
+  EXPECT_EQ(classify("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"), LD_PC_HTTP_RESPONSE);
   EXPECT_EQ(classify("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"), LD_PC_HTTP_RESPONSE);
   // aiohttp-style: headers and the first event in one send.
   EXPECT_EQ(classify("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1a\r\ndata: {\"t\":1}\n\n\r\n"),
@@ -61,8 +60,8 @@ TEST(Classify, SseEvents) {
 }
 
 TEST(Classify, ChunkedFraming) {
-  EXPECT_EQ(classify("1a\r\n"), LD_PC_CHUNK_FRAME);       // uvicorn: size line alone
-  EXPECT_EQ(classify("\r\n"), LD_PC_CHUNK_FRAME);         // chunk close alone
+  EXPECT_EQ(classify("1a\r\n"), LD_PC_CHUNK_FRAME);  // uvicorn: size line alone
+  EXPECT_EQ(classify("\r\n"), LD_PC_CHUNK_FRAME);    // chunk close alone
   EXPECT_EQ(classify("0\r\n\r\n"), LD_PC_CHUNK_END);
   EXPECT_EQ(classify("\r\n0\r\n\r\n"), LD_PC_CHUNK_END);
   EXPECT_EQ(classify("1F\r\ndata: {\"t\":\"x\"}\n\n\r\n"), LD_PC_SSE_DATA);  // one write per token
@@ -90,8 +89,10 @@ namespace {
 
 TEST(Classify, ContentlessEventsAreNotTokens) {
   // vLLM / OpenAI include_usage summary, llama.cpp's last event.
-  EXPECT_EQ(classify("data: {\"id\":\"x\",\"object\":\"text_completion\",\"choices\":[],\"usage\":{\"prompt_tokens\":3}}\n\n"),
-            LD_PC_SSE_META);
+  EXPECT_EQ(
+      classify(
+          "data: {\"id\":\"x\",\"object\":\"text_completion\",\"choices\":[],\"usage\":{\"prompt_tokens\":3}}\n\n"),
+      LD_PC_SSE_META);
   EXPECT_EQ(classify("1f\r\ndata: {\"choices\": [], \"usage\": {}}\n\n\r\n"), LD_PC_SSE_META);
   // OpenAI chat finish chunk: empty delta.
   EXPECT_EQ(classify("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"),
@@ -113,7 +114,10 @@ TEST(Classify, NeverReadsPastThePayload) {
       "data: {\"choices\": [{\"text\": \" tok\"}]}\n\n",
       "event: content_block_delta\ndata: {\"type\":\"x\"}\n\n",
       "1f\r\ndata: {\"choices\": [], \"usage\": {}}\n\n\r\n",
-      "0\r\n\r\n", ": ping\n\n", "data: [DONE]\n\n", "retry: 100\n\n",
+      "0\r\n\r\n",
+      ": ping\n\n",
+      "data: [DONE]\n\n",
+      "retry: 100\n\n",
   };
   static ld_scratch scratch;
   for (const auto& p : payloads) {

@@ -54,12 +54,15 @@ const ld::rules::RuleSet& shipped_rules() {
 
 std::vector<std::string> findings_of(const ld::model::Report& r) {
   std::vector<std::string> ids;
-  for (const auto& f : ld::rules::evaluate(shipped_rules(), ld::rules::facts_for_report(r, {}), ld::rules::Scope::kReport))
+  for (const auto& f :
+       ld::rules::evaluate(shipped_rules(), ld::rules::facts_for_report(r, {}), ld::rules::Scope::kReport))
     ids.push_back(f.rule);
   return ids;
 }
 
-bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool has(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 }  // namespace
 
@@ -107,8 +110,8 @@ TEST(ClientJoin, ABufferingProxyIsOutsideTheServerAndFound) {
     const double t0 = i * 1000.0;
     server.requests.push_back(request("9:c1#" + std::to_string(i + 1), t0 + 0.5, steady(t0 + 200, 20, 40), 50000));
     // The proxy holds everything until the response ends, then the client reads it at once.
-    client.requests.push_back(request("req-" + std::to_string(i + 1), t0, std::vector<double>(20, t0 + 200 + 19 * 40 + 1),
-                                      41000 + i));
+    client.requests.push_back(
+        request("req-" + std::to_string(i + 1), t0, std::vector<double>(20, t0 + 200 + 19 * 40 + 1), 41000 + i));
   }
   std::vector<std::string> warnings;
   const auto join = ld::analysis::join_client(client, server, "jsonl:c.jsonl", warnings);
@@ -133,7 +136,8 @@ TEST(ClientJoin, ABufferingProxyIsOutsideTheServerAndFound) {
   EXPECT_FALSE(has(ids, "client-wait-outside-server"));  // the buffering finding says it better
   const std::string text = ld::report::render_text(r);
   EXPECT_NE(text.find("client and server side by side (token log c.jsonl, joined by time: 4 of 4 requests)"),
-            std::string::npos) << text;
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("tokens that arrived together although sent apart: 76 of 76 (100%)"), std::string::npos) << text;
 }
 
@@ -197,15 +201,16 @@ TEST(ClientJoin, WaitBeforeTheServerReadIsFound) {
 TEST(ClientJoin, UnmatchedRequestsAreWarnedAbout) {
   Timeline server, client;
   server.requests = {request("9:c1#1", 1000.2, steady(1200, 5, 40))};
-  client.requests = {request("req-1", 0, steady(200, 5, 40)),                     // before the server's
-                     request("req-2", 1000, shifted(steady(1200, 5, 40), 0.3)),    // this one
-                     request("req-3", 1000.1, shifted(steady(1200, 5, 40), 0.4))}; // same window, taken
+  client.requests = {request("req-1", 0, steady(200, 5, 40)),                       // before the server's
+                     request("req-2", 1000, shifted(steady(1200, 5, 40), 0.3)),     // this one
+                     request("req-3", 1000.1, shifted(steady(1200, 5, 40), 0.4))};  // same window, taken
   std::vector<std::string> warnings;
   const auto join = ld::analysis::join_client(client, server, "jsonl:/tmp/c.jsonl", warnings);
   ASSERT_EQ(join.matched, 1u);
   EXPECT_EQ(join.requests[0].client_id, "req-2");
   ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find("/tmp/c.jsonl: 2 of 3 request(s) match no request in the server's sends"), std::string::npos)
+  EXPECT_NE(warnings[0].find("/tmp/c.jsonl: 2 of 3 request(s) match no request in the server's sends"),
+            std::string::npos)
       << warnings[0];
   // No server requests at all: no join, no warning.
   std::vector<std::string> none;

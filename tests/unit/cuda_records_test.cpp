@@ -66,14 +66,29 @@ TEST(CudaRecords, ATypeNewerThanThisBuildIsSkippedAndSaidToBe) {
 }
 
 TEST(CudaRecords, EveryApiAndKindHasAName) {
-  for (uint16_t api : {LD_CU_LAUNCH_KERNEL, LD_CU_LAUNCH_KERNEL_EX, LD_CU_LAUNCH_COOPERATIVE,
-                       LD_CU_GRAPH_LAUNCH, LD_CU_STREAM_SYNCHRONIZE, LD_CU_CTX_SYNCHRONIZE,
-                       LD_CU_EVENT_SYNCHRONIZE, LD_CU_MEMCPY_DTOH, LD_CU_MEMCPY_HTOD, LD_CU_MEMCPY,
-                       LD_CU_MEMCPY_ASYNC, LD_CU_MEM_ALLOC, LD_CU_MEM_FREE, LD_CUDART_LAUNCH_KERNEL,
-                       LD_CUDART_LAUNCH_KERNEL_EXC, LD_CUDART_GRAPH_LAUNCH,
-                       LD_CUDART_STREAM_SYNCHRONIZE, LD_CUDART_DEVICE_SYNCHRONIZE,
-                       LD_CUDART_EVENT_SYNCHRONIZE, LD_CUDART_MEMCPY, LD_CUDART_MEMCPY_ASYNC,
-                       LD_CUDART_MALLOC, LD_CUDART_FREE})
+  for (uint16_t api : {LD_CU_LAUNCH_KERNEL,
+                       LD_CU_LAUNCH_KERNEL_EX,
+                       LD_CU_LAUNCH_COOPERATIVE,
+                       LD_CU_GRAPH_LAUNCH,
+                       LD_CU_STREAM_SYNCHRONIZE,
+                       LD_CU_CTX_SYNCHRONIZE,
+                       LD_CU_EVENT_SYNCHRONIZE,
+                       LD_CU_MEMCPY_DTOH,
+                       LD_CU_MEMCPY_HTOD,
+                       LD_CU_MEMCPY,
+                       LD_CU_MEMCPY_ASYNC,
+                       LD_CU_MEM_ALLOC,
+                       LD_CU_MEM_FREE,
+                       LD_CUDART_LAUNCH_KERNEL,
+                       LD_CUDART_LAUNCH_KERNEL_EXC,
+                       LD_CUDART_GRAPH_LAUNCH,
+                       LD_CUDART_STREAM_SYNCHRONIZE,
+                       LD_CUDART_DEVICE_SYNCHRONIZE,
+                       LD_CUDART_EVENT_SYNCHRONIZE,
+                       LD_CUDART_MEMCPY,
+                       LD_CUDART_MEMCPY_ASYNC,
+                       LD_CUDART_MALLOC,
+                       LD_CUDART_FREE})
     EXPECT_STRNE(ld::trace::cuda_api_name(api), "?") << api;
   EXPECT_STREQ(ld::trace::cuda_api_name(LD_CUDA_API_UNKNOWN), "?");
   EXPECT_STREQ(ld::trace::cuda_api_name(LD_CUDA_API_MAX), "?");

@@ -1,7 +1,7 @@
 // util::read_file and util::FileCache: whole-file reads, files kept open and read again.
 #include <fcntl.h>
-#include <sys/wait.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -84,7 +84,10 @@ TEST_F(Files, PiecesGiveTheWholeFileInOrder) {
   ASSERT_GE(fd, 0);
   std::string text;
   size_t pieces = 0;
-  EXPECT_TRUE(read_pieces(fd, 1024, [&](std::string_view piece) { text.append(piece); ++pieces; }));
+  EXPECT_TRUE(read_pieces(fd, 1024, [&](std::string_view piece) {
+    text.append(piece);
+    ++pieces;
+  }));
   close(fd);
   EXPECT_EQ(text, std::string(5000, 'y') + "end");
   EXPECT_EQ(pieces, 5u);

@@ -67,7 +67,8 @@ TEST(PythonLines, CutOrGarbageTablesGiveNoLineNotACrash) {
 
 // ---- frames of slow tokens, from records as the perf probe writes them
 
-std::vector<uint8_t> ustack_record(uint32_t tgid, int64_t id, const std::vector<std::pair<std::string, std::string>>& frames) {
+std::vector<uint8_t> ustack_record(uint32_t tgid, int64_t id,
+                                   const std::vector<std::pair<std::string, std::string>>& frames) {
   std::vector<uint8_t> buf(sizeof(ld_ustack) + frames.size() * sizeof(ld_uframe), 0);
   auto* r = reinterpret_cast<ld_ustack*>(buf.data());
   r->hdr.type = LD_EV_USTACK;
@@ -167,10 +168,15 @@ void build(Scenario& s, Slow slow, Typical typical, const ld::analysis::FrameOpt
 
 TEST(Frames, NativeSlowTokenNamesTheFunctionItRanBeyondATypicalToken) {
   Scenario s;
-  add(s.store, ustack_record(kPid, 1, {{"ld_wl::slow_detokenize", "ld-wl-frames_server"},
-                                       {"ld_wl::serve", "ld-wl-frames_server"}, {"start_thread", "libc.so.6"}}));
-  add(s.store, ustack_record(kPid, 2, {{"clock_gettime", "libc.so.6"}, {"ld_wl::compute_token", "ld-wl-frames_server"},
-                                       {"ld_wl::serve", "ld-wl-frames_server"}, {"start_thread", "libc.so.6"}}));
+  add(s.store, ustack_record(kPid, 1,
+                             {{"ld_wl::slow_detokenize", "ld-wl-frames_server"},
+                              {"ld_wl::serve", "ld-wl-frames_server"},
+                              {"start_thread", "libc.so.6"}}));
+  add(s.store, ustack_record(kPid, 2,
+                             {{"clock_gettime", "libc.so.6"},
+                              {"ld_wl::compute_token", "ld-wl-frames_server"},
+                              {"ld_wl::serve", "ld-wl-frames_server"},
+                              {"start_thread", "libc.so.6"}}));
   build(
       s, [](EvidenceStore& st, uint64_t at, uint64_t into) { sample(st, at, into < 8 * kMs ? 2 : 1, 0); },
       [](EvidenceStore& st, uint64_t at) { sample(st, at, 2, 0); });
@@ -195,12 +201,15 @@ TEST(Frames, NativeSlowTokenNamesTheFunctionItRanBeyondATypicalToken) {
 TEST(Frames, PythonFramesComeFirstWithTheirLine) {
   Scenario s;
   add(s.store, ustack_record(kPid, 3, {{"_PyEval_EvalFrameDefault", "python3.11"}, {"main", "python3.11"}}));
-  add(s.store, pystack_record(kPid, 10, {{"render_usage_summary", "/srv/app/server.py", 31},
-                                         {"Handler.do_POST", "/srv/app/server.py", 60}}));
-  add(s.store, pystack_record(kPid, 11, {{"render_usage_summary", "/srv/app/server.py", 33},
-                                         {"Handler.do_POST", "/srv/app/server.py", 60}}));
-  add(s.store, pystack_record(kPid, 12, {{"step_token", "/srv/app/server.py", 20},
-                                         {"Handler.do_POST", "/srv/app/server.py", 58}}));
+  add(s.store, pystack_record(kPid, 10,
+                              {{"render_usage_summary", "/srv/app/server.py", 31},
+                               {"Handler.do_POST", "/srv/app/server.py", 60}}));
+  add(s.store, pystack_record(kPid, 11,
+                              {{"render_usage_summary", "/srv/app/server.py", 33},
+                               {"Handler.do_POST", "/srv/app/server.py", 60}}));
+  add(s.store,
+      pystack_record(kPid, 12,
+                     {{"step_token", "/srv/app/server.py", 20}, {"Handler.do_POST", "/srv/app/server.py", 58}}));
   build(
       s, [](EvidenceStore& st, uint64_t at, uint64_t into) { sample(st, at, 3, into % 3 ? 10 : 11); },
       [](EvidenceStore& st, uint64_t at) { sample(st, at, 3, 12); });
@@ -266,10 +275,15 @@ TEST(Frames, ShortOrLyingStackRecordsAreRefused) {
 using Stack = std::vector<std::string>;
 
 void native_stacks(EvidenceStore& store) {
-  add(store, ustack_record(kPid, 1, {{"ld_wl::slow_detokenize", "ld-wl-frames_server"},
-                                     {"ld_wl::serve", "ld-wl-frames_server"}, {"start_thread", "libc.so.6"}}));
-  add(store, ustack_record(kPid, 2, {{"clock_gettime", "libc.so.6"}, {"ld_wl::compute_token", "ld-wl-frames_server"},
-                                     {"ld_wl::serve", "ld-wl-frames_server"}, {"start_thread", "libc.so.6"}}));
+  add(store, ustack_record(kPid, 1,
+                           {{"ld_wl::slow_detokenize", "ld-wl-frames_server"},
+                            {"ld_wl::serve", "ld-wl-frames_server"},
+                            {"start_thread", "libc.so.6"}}));
+  add(store, ustack_record(kPid, 2,
+                           {{"clock_gettime", "libc.so.6"},
+                            {"ld_wl::compute_token", "ld-wl-frames_server"},
+                            {"ld_wl::serve", "ld-wl-frames_server"},
+                            {"start_thread", "libc.so.6"}}));
 }
 
 uint64_t sum_of(const ld::model::FlameProfile& f) {
@@ -290,9 +304,8 @@ TEST(Flame, OutliersSamplesFoldedRootFirstMostSamplesFirst) {
                                            "ld_wl::slow_detokenize (ld-wl-frames_server)"}));
   EXPECT_EQ(flame.stacks[0].samples, 242u);
   EXPECT_FALSE(flame.stacks[0].python);
-  EXPECT_EQ(flame.stacks[1].frames,
-            (Stack{"start_thread (libc.so.6)", "ld_wl::serve (ld-wl-frames_server)",
-                   "ld_wl::compute_token (ld-wl-frames_server)", "clock_gettime (libc.so.6)"}));
+  EXPECT_EQ(flame.stacks[1].frames, (Stack{"start_thread (libc.so.6)", "ld_wl::serve (ld-wl-frames_server)",
+                                           "ld_wl::compute_token (ld-wl-frames_server)", "clock_gettime (libc.so.6)"}));
   EXPECT_EQ(flame.stacks[1].samples, 8u);
 
   // A second outlier whose window overlaps the first on the same thread: its samples once.
@@ -322,11 +335,15 @@ TEST(Flame, PythonStacksAloneWithTheirLinesAndUnnamedFramesKept) {
   Scenario s;
   add(s.store, ustack_record(kPid, 3, {{"_PyEval_EvalFrameDefault", "python3.11"}, {"main", "python3.11"}}));
   add(s.store, ustack_record(kPid, 4, {{"?", "libfoo.so"}, {"", ""}, {"main", "app"}}));
-  add(s.store, pystack_record(kPid, 10, {{"render_usage_summary", "/srv/app/server.py", 31},
-                                         {"Handler.do_POST", "/srv/app/server.py", 60}}));
+  add(s.store, pystack_record(kPid, 10,
+                              {{"render_usage_summary", "/srv/app/server.py", 31},
+                               {"Handler.do_POST", "/srv/app/server.py", 60}}));
   // 100 samples in Python, 150 in native code without symbols.
   build(
-      s, [](EvidenceStore& st, uint64_t at, uint64_t into) { sample(st, at, into < 100 * kMs ? 3 : 4, into < 100 * kMs ? 10 : 0); },
+      s,
+      [](EvidenceStore& st, uint64_t at, uint64_t into) {
+        sample(st, at, into < 100 * kMs ? 3 : 4, into < 100 * kMs ? 10 : 0);
+      },
       [](EvidenceStore& st, uint64_t at) { sample(st, at, 3, 10); });
   const auto& flame = s.report.outlier_flame;
   EXPECT_EQ(flame.samples, 250u);
@@ -374,8 +391,9 @@ ld::model::Report flame_report() {
 }
 
 std::string flame_svg_of(const std::string& html) {
-  const size_t at = html.find("<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 1000 54\" width=\"1000\" "
-                               "height=\"54\" role=\"img\" aria-label=\"Flame graph");
+  const size_t at = html.find(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 1000 54\" width=\"1000\" "
+      "height=\"54\" role=\"img\" aria-label=\"Flame graph");
   if (at == std::string::npos) return "";
   return html.substr(at, html.find("</svg>", at) - at);
 }

@@ -109,7 +109,7 @@ ld_offcpu offcpu() {
   r.on_cpu = 0x40b;
   r.syscall_nr = 0x40c;
   r.flags = LD_OFFCPU_KSTACK_REUSED | LD_OFFCPU_ON_UNSEEN;
-  std::memcpy(r.waker_comm, "ld-golden-waker", 16);   // 15 chars + NUL: all 16 bytes
+  std::memcpy(r.waker_comm, "ld-golden-waker", 16);  // 15 chars + NUL: all 16 bytes
   std::memcpy(r.holder_comm, "holder-0123456", 15);
   return r;
 }
@@ -179,7 +179,7 @@ ld_syscall syscall_disk() {
   r.hdr = hdr(LD_EV_SYSCALL, sizeof(r) + (kDiskPath.size() + 7) / 8 * 8, 10);
   r.start_ns = 0x05c0000000000a01ULL;
   r.dur_ns = 0x05c0000000000a02ULL;
-  r.ret = -5;  // -EIO
+  r.ret = -5;      // -EIO
   r.arg0 = 0xa04;  // fd
   r.arg1 = 0;
   r.kind = LD_SYS_FSYNC;
@@ -408,22 +408,38 @@ std::vector<Bytes> golden_records() {
   const std::string path = disk_path_padded();
   const std::vector<ld_uframe> uf = uframes();
   const std::vector<ld_pyframe> pf = pyframes();
-  return {bytes_of(sock_io()),       bytes_of(sock_close()),    bytes_of(task_exit()),
-          bytes_of(offcpu()),        bytes_of(sched_agg()),     bytes_of(migrate()),
-          bytes_of(cpu_sample()),    bytes_of(kstack(), frames.data(), frames.size()),
-          bytes_of(syscall_memory()), bytes_of(syscall_disk(), path.data(), path.size()),
-          bytes_of(syscall_futex()), bytes_of(faults()),        bytes_of(block_rq()),
-          bytes_of(reclaim()),       bytes_of(gil_addr()),      bytes_of(tcp_state()),
-          bytes_of(tcp_retrans()),   bytes_of(net_sample()),    bytes_of(cgroup_sample()),
-          bytes_of(cpu_freq()),      bytes_of(gil_wait()),      bytes_of(cpu_frames()),
+  return {bytes_of(sock_io()),
+          bytes_of(sock_close()),
+          bytes_of(task_exit()),
+          bytes_of(offcpu()),
+          bytes_of(sched_agg()),
+          bytes_of(migrate()),
+          bytes_of(cpu_sample()),
+          bytes_of(kstack(), frames.data(), frames.size()),
+          bytes_of(syscall_memory()),
+          bytes_of(syscall_disk(), path.data(), path.size()),
+          bytes_of(syscall_futex()),
+          bytes_of(faults()),
+          bytes_of(block_rq()),
+          bytes_of(reclaim()),
+          bytes_of(gil_addr()),
+          bytes_of(tcp_state()),
+          bytes_of(tcp_retrans()),
+          bytes_of(net_sample()),
+          bytes_of(cgroup_sample()),
+          bytes_of(cpu_freq()),
+          bytes_of(gil_wait()),
+          bytes_of(cpu_frames()),
           bytes_of(ustack(), uf.data(), uf.size() * sizeof(ld_uframe)),
           bytes_of(pystack(), pf.data(), pf.size() * sizeof(ld_pyframe)),
-          bytes_of(cuda_call()),     bytes_of(gpu_sample())};
+          bytes_of(cuda_call()),
+          bytes_of(gpu_sample())};
 }
 
 nlohmann::json golden_header() {
-  return {{"fixture", "golden records: every record type of bpf/events.h with fixed field values "
-                      "(tests/unit/golden_records_test.cpp)"},
+  return {{"fixture",
+           "golden records: every record type of bpf/events.h with fixed field values "
+           "(tests/unit/golden_records_test.cpp)"},
           {"record_layout_version", LD_RECORD_LAYOUT_VERSION}};
 }
 nlohmann::json golden_trailer() { return {{"end_mono_ns", 0x0123456789abcdefULL}, {"records", 26}}; }
@@ -451,110 +467,214 @@ void check_hdr(const ld_hdr& got, const ld_hdr& want) {
 
 void check(const ld_sock_io& got, const ld_sock_io& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(sock_id); FIELD(reserved); FIELD(ret); FIELD(fd); FIELD(lport); FIELD(rport); FIELD(family);
-  FIELD(dir); FIELD(syscall); FIELD(cls); FIELD(sse_events);
+  FIELD(sock_id);
+  FIELD(reserved);
+  FIELD(ret);
+  FIELD(fd);
+  FIELD(lport);
+  FIELD(rport);
+  FIELD(family);
+  FIELD(dir);
+  FIELD(syscall);
+  FIELD(cls);
+  FIELD(sse_events);
 }
 void check(const ld_sock_close& got, const ld_sock_close& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(sock_id); FIELD(fd);
+  FIELD(sock_id);
+  FIELD(fd);
 }
 void check(const ld_task_exit& got, const ld_task_exit& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(exit_code); FIELD(is_process);
+  FIELD(exit_code);
+  FIELD(is_process);
 }
 void check(const ld_offcpu& got, const ld_offcpu& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(off_ns); FIELD(wake_ns); FIELD(on_ns); FIELD(kind); FIELD(prev_state); FIELD(kstack_id);
-  FIELD(waker_tid); FIELD(waker_tgid); FIELD(holder_tid); FIELD(holder_tgid); FIELD(off_cpu);
-  FIELD(on_cpu); FIELD(syscall_nr); FIELD(flags); CHARS(waker_comm); CHARS(holder_comm);
+  FIELD(off_ns);
+  FIELD(wake_ns);
+  FIELD(on_ns);
+  FIELD(kind);
+  FIELD(prev_state);
+  FIELD(kstack_id);
+  FIELD(waker_tid);
+  FIELD(waker_tgid);
+  FIELD(holder_tid);
+  FIELD(holder_tgid);
+  FIELD(off_cpu);
+  FIELD(on_cpu);
+  FIELD(syscall_nr);
+  FIELD(flags);
+  CHARS(waker_comm);
+  CHARS(holder_comm);
 }
 void check(const ld_sched_agg& got, const ld_sched_agg& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(period_start_ns); FIELD(blocked_ns); FIELD(runnable_ns); FIELD(blocked_count);
+  FIELD(period_start_ns);
+  FIELD(blocked_ns);
+  FIELD(runnable_ns);
+  FIELD(blocked_count);
   FIELD(runnable_count);
   for (int i = 0; i < LD_AGG_WAKERS; ++i) {
-    FIELD(wakers[i].tid); FIELD(wakers[i].tgid); FIELD(wakers[i].count); FIELD(wakers[i].blocked_ns);
+    FIELD(wakers[i].tid);
+    FIELD(wakers[i].tgid);
+    FIELD(wakers[i].count);
+    FIELD(wakers[i].blocked_ns);
   }
 }
 void check(const ld_migrate& got, const ld_migrate& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(orig_cpu); FIELD(dest_cpu);
+  FIELD(orig_cpu);
+  FIELD(dest_cpu);
 }
 void check(const ld_cpu_sample& got, const ld_cpu_sample& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(kstack_id); FIELD(user_mode);
+  FIELD(kstack_id);
+  FIELD(user_mode);
 }
 void check(const ld_cpu_frames& got, const ld_cpu_frames& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(kstack_id); FIELD(user_mode); FIELD(ustack_id); FIELD(pystack_id); FIELD(py_depth); FIELD(flags);
+  FIELD(kstack_id);
+  FIELD(user_mode);
+  FIELD(ustack_id);
+  FIELD(pystack_id);
+  FIELD(py_depth);
+  FIELD(flags);
 }
 void check(const ld_ustack& got, const ld_ustack& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(stack_id); FIELD(depth); FIELD(flags);
+  FIELD(stack_id);
+  FIELD(depth);
+  FIELD(flags);
 }
 void check(const ld_pystack& got, const ld_pystack& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(stack_id); FIELD(depth); FIELD(flags);
+  FIELD(stack_id);
+  FIELD(depth);
+  FIELD(flags);
 }
 void check(const ld_cuda_call& got, const ld_cuda_call& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(start_ns); FIELD(dur_ns); FIELD(arg); FIELD(ret); FIELD(count); FIELD(kind); FIELD(api);
+  FIELD(start_ns);
+  FIELD(dur_ns);
+  FIELD(arg);
+  FIELD(ret);
+  FIELD(count);
+  FIELD(kind);
+  FIELD(api);
 }
 void check(const ld_gpu_sample& got, const ld_gpu_sample& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(reasons); FIELD(mem_used); FIELD(mem_total); FIELD(device); FIELD(util_gpu); FIELD(util_mem);
-  FIELD(sm_mhz); FIELD(sm_max_mhz); FIELD(temp_c); FIELD(power_mw); FIELD(power_limit_mw);
+  FIELD(reasons);
+  FIELD(mem_used);
+  FIELD(mem_total);
+  FIELD(device);
+  FIELD(util_gpu);
+  FIELD(util_mem);
+  FIELD(sm_mhz);
+  FIELD(sm_max_mhz);
+  FIELD(temp_c);
+  FIELD(power_mw);
+  FIELD(power_limit_mw);
 }
 void check(const ld_kstack& got, const ld_kstack& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(stack_id); FIELD(depth); FIELD(source);
+  FIELD(stack_id);
+  FIELD(depth);
+  FIELD(source);
 }
 void check(const ld_syscall& got, const ld_syscall& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(start_ns); FIELD(dur_ns); FIELD(ret); FIELD(arg0); FIELD(arg1); FIELD(kind); FIELD(path_len);
+  FIELD(start_ns);
+  FIELD(dur_ns);
+  FIELD(ret);
+  FIELD(arg0);
+  FIELD(arg1);
+  FIELD(kind);
+  FIELD(path_len);
 }
 void check(const ld_faults& got, const ld_faults& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(first_ns); FIELD(count);
+  FIELD(first_ns);
+  FIELD(count);
 }
 void check(const ld_block_rq& got, const ld_block_rq& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(issue_ns); FIELD(sector); FIELD(dev); FIELD(bytes); FIELD(rwbs); FIELD(error);
+  FIELD(issue_ns);
+  FIELD(sector);
+  FIELD(dev);
+  FIELD(bytes);
+  FIELD(rwbs);
+  FIELD(error);
 }
 void check(const ld_reclaim& got, const ld_reclaim& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(start_ns); FIELD(nr_reclaimed); FIELD(kind); FIELD(order);
+  FIELD(start_ns);
+  FIELD(nr_reclaimed);
+  FIELD(kind);
+  FIELD(order);
 }
 void check(const ld_gil_addr& got, const ld_gil_addr& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(uaddr_lo); FIELD(uaddr_hi); FIELD(method);
+  FIELD(uaddr_lo);
+  FIELD(uaddr_hi);
+  FIELD(method);
 }
 void check(const ld_tcp_state& got, const ld_tcp_state& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(sock_id); FIELD(lport); FIELD(rport); FIELD(oldstate); FIELD(newstate); FIELD(family);
+  FIELD(sock_id);
+  FIELD(lport);
+  FIELD(rport);
+  FIELD(oldstate);
+  FIELD(newstate);
+  FIELD(family);
   FIELD(flags);
 }
 void check(const ld_tcp_retrans& got, const ld_tcp_retrans& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(sock_id); FIELD(lport); FIELD(rport); FIELD(state); FIELD(flags);
+  FIELD(sock_id);
+  FIELD(lport);
+  FIELD(rport);
+  FIELD(state);
+  FIELD(flags);
 }
 void check(const ld_net_sample& got, const ld_net_sample& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(listen_overflows); FIELD(listen_drops); FIELD(tcp_timewait); FIELD(retrans_segs);
-  FIELD(active_opens); FIELD(passive_opens);
+  FIELD(listen_overflows);
+  FIELD(listen_drops);
+  FIELD(tcp_timewait);
+  FIELD(retrans_segs);
+  FIELD(active_opens);
+  FIELD(passive_opens);
 }
 void check(const ld_cgroup_sample& got, const ld_cgroup_sample& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(nr_periods); FIELD(nr_throttled); FIELD(throttled_ns); FIELD(quota_us); FIELD(period_us);
-  FIELD(mem_usage_now); FIELD(mem_limit); FIELD(mem_events_high); FIELD(mem_events_oom);
+  FIELD(nr_periods);
+  FIELD(nr_throttled);
+  FIELD(throttled_ns);
+  FIELD(quota_us);
+  FIELD(period_us);
+  FIELD(mem_usage_now);
+  FIELD(mem_limit);
+  FIELD(mem_events_high);
+  FIELD(mem_events_oom);
 }
 void check(const ld_cpu_freq& got, const ld_cpu_freq& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(cpu_id); FIELD(khz); FIELD(max_khz); FIELD(sampled);
+  FIELD(cpu_id);
+  FIELD(khz);
+  FIELD(max_khz);
+  FIELD(sampled);
 }
 void check(const ld_gil_wait& got, const ld_gil_wait& want) {
   check_hdr(got.hdr, want.hdr);
-  FIELD(start_ns); FIELD(dur_ns); FIELD(uaddr); FIELD(max_ns); FIELD(ret); FIELD(count); FIELD(method);
+  FIELD(start_ns);
+  FIELD(dur_ns);
+  FIELD(uaddr);
+  FIELD(max_ns);
+  FIELD(ret);
+  FIELD(count);
+  FIELD(method);
   FIELD(kind);
 }
 
@@ -651,14 +771,11 @@ TEST(GoldenRecords, EveryFieldOfEveryRecordTypeReadsBack) {
 TEST(GoldenRecords, CoverEveryRecordType) {
   std::set<uint16_t> types;
   for (const Bytes& r : golden_records()) types.insert(as<ld_hdr>(r).type);
-  const std::set<uint16_t> every{LD_EV_SOCK_IO,    LD_EV_SOCK_CLOSE,  LD_EV_TASK_EXIT,
-                                 LD_EV_OFFCPU,     LD_EV_SCHED_AGG,   LD_EV_MIGRATE,
-                                 LD_EV_CPU_SAMPLE, LD_EV_KSTACK,      LD_EV_SYSCALL,
-                                 LD_EV_FAULTS,     LD_EV_BLOCK_RQ,    LD_EV_RECLAIM,
-                                 LD_EV_GIL_ADDR,   LD_EV_TCP_STATE,   LD_EV_TCP_RETRANS,
-                                 LD_EV_NET_SAMPLE, LD_EV_CGROUP_SAMPLE, LD_EV_CPU_FREQ,
-                                 LD_EV_GIL_WAIT,   LD_EV_CPU_FRAMES,  LD_EV_USTACK,
-                                 LD_EV_PYSTACK,    LD_EV_CUDA,        LD_EV_GPU_SAMPLE};
+  const std::set<uint16_t> every{
+      LD_EV_SOCK_IO,    LD_EV_SOCK_CLOSE, LD_EV_TASK_EXIT,   LD_EV_OFFCPU,     LD_EV_SCHED_AGG,     LD_EV_MIGRATE,
+      LD_EV_CPU_SAMPLE, LD_EV_KSTACK,     LD_EV_SYSCALL,     LD_EV_FAULTS,     LD_EV_BLOCK_RQ,      LD_EV_RECLAIM,
+      LD_EV_GIL_ADDR,   LD_EV_TCP_STATE,  LD_EV_TCP_RETRANS, LD_EV_NET_SAMPLE, LD_EV_CGROUP_SAMPLE, LD_EV_CPU_FREQ,
+      LD_EV_GIL_WAIT,   LD_EV_CPU_FRAMES, LD_EV_USTACK,      LD_EV_PYSTACK,    LD_EV_CUDA,          LD_EV_GPU_SAMPLE};
   EXPECT_EQ(types, every);
   // Each record says its own size, and the sizes are the layouts' (bpf/events.h's checks).
   for (const Bytes& r : golden_records()) EXPECT_EQ(as<ld_hdr>(r).size, r.size());
@@ -669,11 +786,11 @@ TEST(GoldenRecords, CoverEveryRecordType) {
 // evidence store record by record, and its short sums read with no wakers.
 TEST(GoldenRecords, ATraceOfTheLayoutBeforeStillAnalyses) {
   std::vector<Bytes> records;
-  const auto summary = ld::trace::read_trace((kFixture.parent_path() / "all_records_layout2.ldtrace").string(),
-                                             [&](const ld_hdr& rec) {
-                                               const auto* p = reinterpret_cast<const uint8_t*>(&rec);
-                                               records.emplace_back(p, p + rec.size);
-                                             });
+  const auto summary =
+      ld::trace::read_trace((kFixture.parent_path() / "all_records_layout2.ldtrace").string(), [&](const ld_hdr& rec) {
+        const auto* p = reinterpret_cast<const uint8_t*>(&rec);
+        records.emplace_back(p, p + rec.size);
+      });
   EXPECT_EQ(summary.header.value("record_layout_version", 0), 2);
   ASSERT_EQ(records.size(), 24u);
   // Each record is taken as evidence (or left to the timeline) as its current-layout twin is.

@@ -61,8 +61,8 @@ std::vector<fs::path> golden_traces() {
 std::string cli_report(const fs::path& trace, const std::string& format, const fs::path& dir) {
   const fs::path exe = fs::read_symlink("/proc/self/exe").parent_path() / "latency-doctor";
   const fs::path out = dir / (trace.stem().string() + "." + format);
-  const std::string cmd = fmt::format("'{}' report '{}' --format {} -o '{}' 2>/dev/null", exe.string(),
-                                      trace.string(), format, out.string());
+  const std::string cmd = fmt::format("'{}' report '{}' --format {} -o '{}' 2>/dev/null", exe.string(), trace.string(),
+                                      format, out.string());
   const int raw = std::system(cmd.c_str());
   EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0) << cmd;
   return slurp(out);
@@ -83,8 +83,8 @@ TEST(GoldenReports, EveryFormatOfEveryTraceIsUnchanged) {
       if (format == "html" || format == "perfetto") {
         const fs::path want = kExpected / (name + "." + format + ".fnv1a");
         ASSERT_TRUE(fs::exists(want)) << want;
-        EXPECT_EQ(digest(got), slurp(want)) << name << "." << format
-                                            << " changed (scripts/update_golden.sh if intended)";
+        EXPECT_EQ(digest(got), slurp(want))
+            << name << "." << format << " changed (scripts/update_golden.sh if intended)";
       } else {
         const fs::path want = kExpected / (name + "." + format);
         ASSERT_TRUE(fs::exists(want)) << want;

@@ -19,8 +19,8 @@ const char* kFake =
     "ffffffff81001010 t do_one\n"
     "ffffffff81001100 T do_two\n"
     "ffffffff81002000 W weak_fn\n"
-    "ffffffff82000000 D some_data\n"          // data: not a function
-    "ffffffff81001080 T unsorted_in_file\n"   // files are not sorted in module areas
+    "ffffffff82000000 D some_data\n"         // data: not a function
+    "ffffffff81001080 T unsorted_in_file\n"  // files are not sorted in module areas
     "garbage line\n"
     "zzzzzzzzzzzzzzzz T bad_hex\n"
     "\n"
@@ -74,8 +74,7 @@ TEST(KernelAddressNames, UnknownAddressesStayNumeric) {
 
 TEST(KernelAddressNames, HiddenAddressesNameNothing) {
   // kptr_restrict shows zeros to unprivileged readers.
-  const KernelAddressNames k =
-      names_of({0xffffffff81000010}, "0000000000000000 T _stext\n0000000000000000 t do_one\n");
+  const KernelAddressNames k = names_of({0xffffffff81000010}, "0000000000000000 T _stext\n0000000000000000 t do_one\n");
   EXPECT_EQ(k.symbols_seen(), 0u);
   EXPECT_EQ(k.symbolize(0xffffffff81000010), "0xffffffff81000010");
 }
@@ -114,8 +113,9 @@ TEST(KernelAddressNames, MatchesTheHighestSymbolAtOrBelowOnRandomFiles) {
       for (uint64_t s : symbols)
         if (s <= addr && s >= best) best = s;
       char expected[64];
-      if (best) std::snprintf(expected, sizeof(expected), "f%llu+0x%llx", static_cast<unsigned long long>(best & 0xfffff),
-                              static_cast<unsigned long long>(addr - best));
+      if (best)
+        std::snprintf(expected, sizeof(expected), "f%llu+0x%llx", static_cast<unsigned long long>(best & 0xfffff),
+                      static_cast<unsigned long long>(addr - best));
       else std::snprintf(expected, sizeof(expected), "0x%llx", static_cast<unsigned long long>(addr));
       ASSERT_EQ(k.symbolize(addr), expected) << "round " << round;
     }
@@ -132,8 +132,8 @@ TEST(KernelText, FindsEachNameInOnePassUpToEtext) {
       "ffffffff82000000 D some_data\n"  // ends the entry's range, is no function itself
       "ffffffff82100000 T _etext\n"
       "ffffffffc0a00000 t after_etext\t[mod]\n");
-  const auto text = find_kernel_text(in, {"tick_sched_timer", "tick_nohz_handler",
-                                          "asm_sysvec_apic_timer_interrupt", "some_data", "after_etext"});
+  const auto text = find_kernel_text(
+      in, {"tick_sched_timer", "tick_nohz_handler", "asm_sysvec_apic_timer_interrupt", "some_data", "after_etext"});
   ASSERT_EQ(text.size(), 5u);
   EXPECT_EQ(text[0].start, 0u);  // absent
   EXPECT_EQ(text[1].start, 0xffffffff81001000u);

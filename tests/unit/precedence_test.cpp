@@ -10,6 +10,7 @@
 #include "analysis/attribution.hpp"
 #include "analysis/precedence.hpp"
 #include "events.h"
+#include "synthetic_record.hpp"
 
 using ld::analysis::Attributor;
 using ld::analysis::EvidenceStore;
@@ -28,13 +29,7 @@ constexpr uint32_t kFutexNr = 202;  // x86-64: the thread blocked in futex
 
 template <class T>
 T record(uint16_t type, uint32_t tid, uint64_t ts) {
-  T r{};
-  r.hdr.type = type;
-  r.hdr.size = sizeof(T);
-  r.hdr.tgid = kPid;
-  r.hdr.tid = tid;
-  r.hdr.ts_ns = ts;
-  return r;
+  return synthetic_record<T>(type, kPid, tid, ts);
 }
 
 void add_call(EvidenceStore& store, uint32_t kind, uint64_t a, uint64_t b, uint64_t arg0 = 0) {

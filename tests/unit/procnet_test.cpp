@@ -14,7 +14,8 @@ const std::string kRoot = std::string(LD_TEST_DATA_DIR) + "/procnet";
 TEST(ProcNetParse, TcpLines) {
   auto lines = parse_proc_net_tcp(
       "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
-      "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 5555 1 0 100 0 0 10 0\n"
+      "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 5555 1 0 100 0 0 10 "
+      "0\n"
       "   1: 0100007F:1F90 0100007F:C351 06 00000000:00000000 03:00001717 00000000     0        0 0 3 0\n");
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0].local_port, 8080);

@@ -22,11 +22,11 @@
 
 namespace {
 
-using ld::model::Request;
-using ld::model::Timeline;
 using ld::model::CauseTime;
 using ld::model::Outlier;
 using ld::model::Report;
+using ld::model::Request;
+using ld::model::Timeline;
 using nlohmann::json;
 
 constexpr uint64_t kMs = 1'000'000;
@@ -34,8 +34,8 @@ constexpr int64_t kOffset = 1'700'000'000'000'000'000;
 constexpr uint64_t kBase = 5'000 * kMs;  // monotonic time of the window start
 const std::string kHostile = "<script>alert('x')</script>|pwn";
 
-Request request(const std::string& id, uint64_t start_ms, const std::vector<uint64_t>& tokens_ms,
-                uint64_t input_bytes, uint32_t tid) {
+Request request(const std::string& id, uint64_t start_ms, const std::vector<uint64_t>& tokens_ms, uint64_t input_bytes,
+                uint32_t tid) {
   Request r;
   r.id = id;
   r.tgid = 42;
@@ -55,8 +55,7 @@ std::vector<uint64_t> tokens_every(uint64_t first_ms, uint64_t gap_ms, size_t n)
   return t;
 }
 
-Outlier outlier(const Report& r, ld::model::WindowKind kind, size_t row, size_t token,
-                std::vector<CauseTime> causes) {
+Outlier outlier(const Report& r, ld::model::WindowKind kind, size_t row, size_t token, std::vector<CauseTime> causes) {
   const auto& req = r.request_rows.at(row);
   Outlier o;
   o.kind = kind;
@@ -84,11 +83,20 @@ Report sample_report() {
   ld::model::Target target{{42}, kHostile, "/opt/llm/server|v2"};
   Report r = ld::analysis::build_report(t, target, kBase, kBase + 10'000 * kMs, kOffset);
   r.attributed = true;
-  r.outliers.push_back(outlier(r, ld::model::WindowKind::kTpot, 1, 5,
-                               {{ld::model::Cause::kDiskIo, 300, 0.75, {{"syscall", "fsync"}, {"path", "/var/log/<app>.log"}}},
-                                {ld::model::Cause::kCompute, 60, 0.15, json::object()}}));
-  r.outliers.push_back(outlier(r, ld::model::WindowKind::kTtft, 2, 0, {{ld::model::Cause::kKvAlloc, 500, 0.55, {{"mmap_bytes", 1 << 30}}}}));
-  r.typical = {40, 1600, {{ld::model::Cause::kCompute, 1400, 0.875, json::object()}, {ld::model::Cause::kCpuContention, 100, 0.0625, json::object()}}, {}, 0, {}, 0};
+  r.outliers.push_back(
+      outlier(r, ld::model::WindowKind::kTpot, 1, 5,
+              {{ld::model::Cause::kDiskIo, 300, 0.75, {{"syscall", "fsync"}, {"path", "/var/log/<app>.log"}}},
+               {ld::model::Cause::kCompute, 60, 0.15, json::object()}}));
+  r.outliers.push_back(outlier(r, ld::model::WindowKind::kTtft, 2, 0,
+                               {{ld::model::Cause::kKvAlloc, 500, 0.55, {{"mmap_bytes", 1 << 30}}}}));
+  r.typical = {40,
+               1600,
+               {{ld::model::Cause::kCompute, 1400, 0.875, json::object()},
+                {ld::model::Cause::kCpuContention, 100, 0.0625, json::object()}},
+               {},
+               0,
+               {},
+               0};
   r.ttft_fit = {true, "bytes", 5.0, 20.0, 0.93, 3};
   r.periodicity = {true, 60.0, 4, "pid 812 (prometheus) ran"};
   ld::model::Finding f;
@@ -101,8 +109,12 @@ Report sample_report() {
   f.sysctl.push_back({"vm.dirty_background_bytes", "67108864", "0", "more dirty data in memory"});
   f.verify = "strace -f -e fsync -p 42";
   r.findings.push_back(f);
-  r.host = {{"kernel", "6.1.0-test"}, {"cpu_model", "Test CPU @ 2.0GHz"}, {"cpus", 2}, {"governor", "powersave"},
-            {"sysctl", {{"net.core.somaxconn", "4096"}}}, {"cgroup", {{"cpu_max", "200000 100000"}}}};
+  r.host = {{"kernel", "6.1.0-test"},
+            {"cpu_model", "Test CPU @ 2.0GHz"},
+            {"cpus", 2},
+            {"governor", "powersave"},
+            {"sysctl", {{"net.core.somaxconn", "4096"}}},
+            {"cgroup", {{"cpu_max", "200000 100000"}}}};
   r.probes.push_back({"sock", ld::model::ProbeState::kAttached, "", 1000, 0});
   r.probes.push_back({"sched", ld::model::ProbeState::kAttached, "", 5000, 17});
   r.warnings.push_back("a warning with <b>markup</b>");
@@ -124,11 +136,14 @@ std::string lower(std::string s) {
 
 TEST(ReportView, EscapeXmlNeutralisesMarkupAndBadBytes) {
   EXPECT_EQ(ld::report::escape_xml("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
-  EXPECT_EQ(ld::report::escape_xml(std::string("a\x01" "b")), "a\xEF\xBF\xBD" "b");
-  EXPECT_EQ(ld::report::escape_xml("\xC3\xA9"), "\xC3\xA9");           // é stays
-  EXPECT_EQ(ld::report::escape_xml("\xC3"), "\xEF\xBF\xBD");           // truncated sequence
+  EXPECT_EQ(ld::report::escape_xml(std::string("a\x01"
+                                               "b")),
+            "a\xEF\xBF\xBD"
+            "b");
+  EXPECT_EQ(ld::report::escape_xml("\xC3\xA9"), "\xC3\xA9");                                  // é stays
+  EXPECT_EQ(ld::report::escape_xml("\xC3"), "\xEF\xBF\xBD");                                  // truncated sequence
   EXPECT_EQ(ld::report::escape_xml("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
-  EXPECT_EQ(ld::report::escape_xml("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong '/'
+  EXPECT_EQ(ld::report::escape_xml("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");                  // overlong '/'
 }
 
 TEST(ReportView, NiceTicksAreRoundAndCoverTheRange) {
@@ -153,11 +168,10 @@ TEST(CauseVocabulary, OneTableNamesEveryCauseWithItsOwnColour) {
   }
   EXPECT_EQ(colours.size(), ld::model::kCauses.size());
   // The contract's vocabulary, in its order.
-  const std::vector<std::string_view> contract{"kv_alloc", "cpu_frequency", "gil", "disk_io", "time_wait",
-                                               "cpu_contention", "cgroup_throttle", "lock_contention",
-                                               "swap_reclaim", "network", "app_wait", "cold_start",
-                                               "batch_interference", "gpu_busy", "compute",
-                                               "unknown"};
+  const std::vector<std::string_view> contract{
+      "kv_alloc",           "cpu_frequency",   "gil",          "disk_io", "time_wait", "cpu_contention",
+      "cgroup_throttle",    "lock_contention", "swap_reclaim", "network", "app_wait",  "cold_start",
+      "batch_interference", "gpu_busy",        "compute",      "unknown"};
   ASSERT_EQ(ids.size(), contract.size());
   for (size_t i = 0; i < contract.size(); ++i) EXPECT_EQ(ld::model::kCauses[i].id, contract[i]);
   EXPECT_EQ(ld::model::parse_cause("made_up"), std::nullopt);
@@ -173,7 +187,7 @@ TEST(ReportView, LengthQuartilesPerRequest) {
   EXPECT_DOUBLE_EQ(s.input_bytes.p25, 2500);  // 1000, 4000, 16000
   EXPECT_DOUBLE_EQ(s.input_bytes.p50, 4000);
   EXPECT_DOUBLE_EQ(s.input_bytes.p75, 10000);
-  EXPECT_EQ(s.input_tokens.n, 0u);  // no token log: unknown
+  EXPECT_EQ(s.input_tokens.n, 0u);            // no token log: unknown
   EXPECT_DOUBLE_EQ(s.output_tokens.p50, 10);  // 10, 10, 6
   EXPECT_DOUBLE_EQ(s.output_tokens.p25, 8);
 }
@@ -246,7 +260,8 @@ TEST(ReportView, EnvironmentNamesHostFactsVersionProbesAndLostEvents) {
 TEST(ReportView, TimelineSampleKeepsEveryOutlierRequest) {
   Timeline t;
   for (size_t i = 0; i < 300; ++i)
-    t.requests.push_back(request("42:c" + std::to_string(i) + "#1", i * 10, tokens_every(i * 10 + 50, 20, 20), 100, 43));
+    t.requests.push_back(
+        request("42:c" + std::to_string(i) + "#1", i * 10, tokens_every(i * 10 + 50, 20, 20), 100, 43));
   Report r = ld::analysis::build_report(t, {{42}, "srv", ""}, kBase, kBase + 20'000 * kMs, kOffset);
   for (size_t row : {3u, 150u, 151u, 299u}) r.outliers.push_back(outlier(r, ld::model::WindowKind::kTpot, row, 3, {}));
 
@@ -272,8 +287,8 @@ TEST(ReportView, TimelineSampleKeepsEveryOutlierRequest) {
 TEST(RenderHtml, IsOneSelfContainedPageWithEveryPlot) {
   const std::string html = ld::report::render_html(sample_report());
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
-  for (const char* id : {"summary", "findings", "timeline", "tpot", "ttft", "causes", "outliers", "lengths",
-                         "requests", "environment", "probes", "warnings"})
+  for (const char* id : {"summary", "findings", "timeline", "tpot", "ttft", "causes", "outliers", "lengths", "requests",
+                         "environment", "probes", "warnings"})
     EXPECT_NE(html.find(std::string("<section id=\"") + id + "\""), std::string::npos) << id;
   EXPECT_EQ(count(html, "<svg"), 4u);  // timeline, TPOT, TTFT, causes
   EXPECT_EQ(count(html, "<svg"), count(html, "</svg>"));
@@ -281,8 +296,7 @@ TEST(RenderHtml, IsOneSelfContainedPageWithEveryPlot) {
   EXPECT_EQ(count(html, "<table"), count(html, "</table>"));
   // Nothing to fetch: the only URL is the SVG namespace name.
   std::string without_ns = html;
-  for (size_t at; (at = without_ns.find("http://www.w3.org/2000/svg")) != std::string::npos;)
-    without_ns.erase(at, 26);
+  for (size_t at; (at = without_ns.find("http://www.w3.org/2000/svg")) != std::string::npos;) without_ns.erase(at, 26);
   EXPECT_EQ(lower(without_ns).find("http:"), std::string::npos);
   EXPECT_EQ(lower(without_ns).find("https:"), std::string::npos);
   EXPECT_EQ(lower(without_ns).find("url("), std::string::npos);
@@ -305,9 +319,7 @@ TEST(RenderHtml, ColoursOutliersByCauseAndDrawsTheFit) {
   const std::string html = ld::report::render_html(r);
   const size_t timeline = html.find("<section id=\"timeline\"");
   const std::string timeline_svg = html.substr(timeline, html.find("</svg>", timeline) - timeline);
-  const auto fill = [](ld::model::Cause c) {
-    return "fill=\"" + std::string(ld::model::cause_info(c).color) + "\"";
-  };
+  const auto fill = [](ld::model::Cause c) { return "fill=\"" + std::string(ld::model::cause_info(c).color) + "\""; };
   EXPECT_NE(timeline_svg.find(fill(ld::model::Cause::kDiskIo)), std::string::npos);
   EXPECT_NE(timeline_svg.find(fill(ld::model::Cause::kKvAlloc)), std::string::npos);
   EXPECT_NE(timeline_svg.find("gap outlier, request 42:c1#2 token 5: 400.0 ms"), std::string::npos);
@@ -341,10 +353,12 @@ TEST(RenderHtml, ShowsFindingsWithRemedyAndSysctlLines) {
 TEST(RenderHtml, LargeTraceIsDownsampledButKeepsEveryOutlier) {
   Timeline t;
   for (size_t i = 0; i < 400; ++i)
-    t.requests.push_back(request("42:c" + std::to_string(i) + "#1", i * 10, tokens_every(i * 10 + 50, 20, 30), 100, 43));
+    t.requests.push_back(
+        request("42:c" + std::to_string(i) + "#1", i * 10, tokens_every(i * 10 + 50, 20, 30), 100, 43));
   Report r = ld::analysis::build_report(t, {{42}, "srv", ""}, kBase, kBase + 20'000 * kMs, kOffset);
   for (size_t row : {7u, 200u, 399u})
-    r.outliers.push_back(outlier(r, ld::model::WindowKind::kTpot, row, 4, {{ld::model::Cause::kGil, 15, 0.75, json::object()}}));
+    r.outliers.push_back(
+        outlier(r, ld::model::WindowKind::kTpot, row, 4, {{ld::model::Cause::kGil, 15, 0.75, json::object()}}));
   const std::string html = ld::report::render_html(r);
   EXPECT_NE(html.find("Large trace: showing"), std::string::npos);
   EXPECT_NE(html.find("all 3 with an outlier"), std::string::npos);
@@ -367,13 +381,13 @@ TEST(RenderHtml, EmptyReportStillRenders) {
 // Values no sane trace produces must still render, in every format.
 TEST(RenderFormats, OddValuesNeverCrash) {
   Report r = sample_report();
-  r.request_rows[0].token_tid.resize(2);                       // fewer threads than tokens
+  r.request_rows[0].token_tid.resize(2);  // fewer threads than tokens
   r.request_rows[1].ttft_ms = NAN;
   r.request_rows[2].token_mono_ns.insert(r.request_rows[2].token_mono_ns.begin(), 1);  // not ascending
   r.request_rows[2].id = "";
   Outlier& o = r.outliers[0];
   o.duration_ms = NAN;
-  o.end_mono_ns = 0;                                           // ends before it starts
+  o.end_mono_ns = 0;                                                                            // ends before it starts
   o.causes.push_back({static_cast<ld::model::Cause>(200), -5, INFINITY, json::array({1, 2})});  // damaged
   r.outliers.push_back(r.outliers[1]);
   r.outliers.back().request = "no such request";
@@ -433,7 +447,7 @@ TEST(RenderMarkdown, CarriesFindingsCausesAndDistributions) {
   EXPECT_NE(md.find("vm.dirty_background_bytes = 67108864"), std::string::npos);
   EXPECT_NE(md.find("```sh\nstrace -f -e fsync -p 42\n```"), std::string::npos);
   EXPECT_NE(md.find("| disk\\_io | disk IO |"), std::string::npos);
-  EXPECT_NE(md.find("300.0 (75%)"), std::string::npos);  // disk_io of the 400 ms gap
+  EXPECT_NE(md.find("300.0 (75%)"), std::string::npos);                    // disk_io of the 400 ms gap
   EXPECT_NE(md.find("| 2500.0 | 4000.0 | 10000.0 |"), std::string::npos);  // input bytes P25/P50/P75
   EXPECT_NE(md.find("R² 0.93"), std::string::npos);
   EXPECT_NE(md.find("**17 events were lost**"), std::string::npos);
@@ -457,8 +471,8 @@ std::shared_ptr<const ld::model::ThreadTracks> sample_tracks() {
   t.slices.push_back({kBase + 1000 * kMs, kBase + 1100 * kMs, ld::model::ThreadState::kRunning, ""});
   t.slices.push_back({kBase + 1100 * kMs, kBase + 1400 * kMs, ld::model::ThreadState::kBlocked,
                       "fsync /var/log/app.log; woken by an interrupt or timer"});
-  t.slices.push_back({kBase + 1400 * kMs, kBase + 1410 * kMs, ld::model::ThreadState::kRunnable,
-                      "woken, waiting to be switched in"});
+  t.slices.push_back(
+      {kBase + 1400 * kMs, kBase + 1410 * kMs, ld::model::ThreadState::kRunnable, "woken, waiting to be switched in"});
   tracks->threads.push_back(t);
   return tracks;
 }
@@ -504,7 +518,7 @@ TEST(RenderPerfetto, HasThreadTracksTokensAndOutlierSlices) {
   EXPECT_EQ(outlier_begins, r.outliers.size());
   EXPECT_EQ(outlier_ends, r.outliers.size());
   EXPECT_EQ(thread_names[43], "engine 43");
-  EXPECT_TRUE(thread_names.count(44));  // the other sending thread has a track too
+  EXPECT_TRUE(thread_names.count(44));                        // the other sending thread has a track too
   EXPECT_EQ(trace["otherData"]["target"]["comm"], kHostile);  // JSON escaping keeps it data
 }
 

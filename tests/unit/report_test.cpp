@@ -10,10 +10,10 @@
 
 namespace {
 
-using ld::model::Request;
-using ld::model::Timeline;
 using ld::analysis::build_report;
 using ld::model::Report;
+using ld::model::Request;
+using ld::model::Timeline;
 using nlohmann::json;
 
 constexpr uint64_t kMs = 1'000'000;
@@ -129,8 +129,7 @@ TEST(Report, JsonFollowsTheContract) {
 
   ASSERT_EQ(j["requests"].size(), 3u);
   for (const auto& row : j["requests"]) {
-    expect_keys(row, {"id", "start_unix_ns", "input_bytes", "ttft_ms", "tokens", "tpot_median_ms",
-                      "tpot_stddev_ms"});
+    expect_keys(row, {"id", "start_unix_ns", "input_bytes", "ttft_ms", "tokens", "tpot_median_ms", "tpot_stddev_ms"});
     EXPECT_TRUE(row["id"].is_string());
     EXPECT_TRUE(row["start_unix_ns"].is_number_unsigned());
     EXPECT_TRUE(row["input_bytes"].is_number_unsigned());
@@ -216,8 +215,8 @@ TEST(Report, OutliersAndFindingsFollowTheContract) {
   r.findings.push_back(f);
   const json j = json::parse(ld::report::render_json(r));
   ASSERT_EQ(j["outliers"].size(), 1u);
-  expect_keys(j["outliers"][0], {"kind", "request", "token_index", "start_unix_ns", "duration_ms",
-                                 "baseline_ms", "causes"});
+  expect_keys(j["outliers"][0],
+              {"kind", "request", "token_index", "start_unix_ns", "duration_ms", "baseline_ms", "causes"});
   EXPECT_EQ(j["outliers"][0]["causes"][0]["cause"], "disk_io");
   EXPECT_DOUBLE_EQ(j["outliers"][0]["causes"][0]["share"].get<double>(), 0.875);
   EXPECT_EQ(j["outliers"][0]["causes"][0]["evidence"]["path"], "/var/log/app.log");
@@ -242,11 +241,11 @@ TEST(Report, TextShowsTheNumbers) {
            "2 non-streaming requests",
            "1 response already running at trace start",
            "TTFT ms",
-           "740.0",   // TTFT p90
-           "900.0",   // TTFT max
+           "740.0",  // TTFT p90
+           "900.0",  // TTFT max
            "TPOT ms",
-           "150.0",   // TPOT mean
-           "176.8",   // TPOT sd
+           "150.0",  // TPOT mean
+           "176.8",  // TPOT sd
            "TTFT > 800 ms (feels stuck)",
            "TPOT gap > 150 ms (broken sentence)",
            "TPOT gap > 300 ms (spike)",
@@ -303,7 +302,8 @@ TEST(Report, TextWithoutRequestsExplainsWhatToTry) {
 
 TEST(Report, TextCapsTheRequestTable) {
   Timeline t;
-  for (int i = 0; i < 60; ++i) t.requests.push_back(request("r" + std::to_string(i), i * 10, {static_cast<uint64_t>(i * 10 + 5)}));
+  for (int i = 0; i < 60; ++i)
+    t.requests.push_back(request("r" + std::to_string(i), i * 10, {static_cast<uint64_t>(i * 10 + 5)}));
   const std::string text = ld::report::render_text(build_report(t, {}, 0, 1000 * kMs, 0));
   EXPECT_NE(text.find("r49"), std::string::npos);
   EXPECT_EQ(text.find("r50 "), std::string::npos);

@@ -116,11 +116,13 @@ TEST(RulesLoad, ProblemsNameFileAndLine) {
     std::string from, to, expected;
   };
   const Case cases[] = {
-      {"severity = \"warn\"", "severity = \"urgent\"", "t.toml:5: rule slow-fsync: severity must be info, warn or crit"},
+      {"severity = \"warn\"", "severity = \"urgent\"",
+       "t.toml:5: rule slow-fsync: severity must be info, warn or crit"},
       {"cause = \"disk_io\"", "cause = \"disk\"", "t.toml:4: rule slow-fsync: cause 'disk' is not in the vocabulary"},
       {"condition = \"cause.disk_io.max_ms >= 20ms\"", "condition = \"cause.disk_io.max_ms >= 20mss\"",
        "t.toml:7: rule slow-fsync: condition: unknown unit 'mss'"},
-      {"remedy = \"log asynchronously\"", "remedy = \"log {asynchronously\"", "t.toml:10: rule slow-fsync: remedy: '{' is not closed"},
+      {"remedy = \"log asynchronously\"", "remedy = \"log {asynchronously\"",
+       "t.toml:10: rule slow-fsync: remedy: '{' is not closed"},
       {"verify = ", "verfy = ", "t.toml:11: rule slow-fsync: unknown key 'verfy' in a rule"},
       {"title = \"fsync on the token path\"\n", "", "t.toml:2: rule slow-fsync: rule has no 'title'"},
       {"severity = \"warn\"", "severity = 2", "t.toml:5: rule slow-fsync: 'severity' must be a string"},
@@ -135,8 +137,9 @@ TEST(RulesLoad, ProblemsNameFileAndLine) {
 }
 
 TEST(RulesLoad, ExpressionErrorsInMultiLineStringsPointAtTheirLine) {
-  const std::string text = replace(kDiskRule, "condition = \"cause.disk_io.max_ms >= 20ms\"",
-                                   "condition = \"\"\"\ncause.disk_io.max_ms >= 20ms\nand cause.disk_io.calls >> 3\"\"\"");
+  const std::string text =
+      replace(kDiskRule, "condition = \"cause.disk_io.max_ms >= 20ms\"",
+              "condition = \"\"\"\ncause.disk_io.max_ms >= 20ms\nand cause.disk_io.calls >> 3\"\"\"");
   const RuleSet set = load(text, "m.toml");
   EXPECT_EQ(only_error(set).rfind("m.toml:9: rule slow-fsync: condition: expected a value", 0), 0u) << only_error(set);
 }
@@ -150,18 +153,21 @@ TEST(RulesLoad, ABrokenRuleDoesNotTakeTheOthersWithIt) {
 
 TEST(RulesLoad, FileShapeProblems) {
   EXPECT_EQ(only_error(load("rule = 3\n")), "test.toml:1: 'rule' must be an array of tables: write [[rule]]");
-  EXPECT_EQ(only_error(load(std::string("[other]\nx = 1\n") + kDiskRule)).rfind("test.toml:1: unknown top-level key 'other'", 0), 0u);
+  EXPECT_EQ(only_error(load(std::string("[other]\nx = 1\n") + kDiskRule))
+                .rfind("test.toml:1: unknown top-level key 'other'", 0),
+            0u);
   const RuleSet empty = load("# nothing here\n");
   EXPECT_TRUE(empty.errors.empty());
   ASSERT_EQ(empty.warnings.size(), 1u);
   EXPECT_EQ(empty.warnings[0].to_string(), "test.toml: no [[rule]] in this file");
   const RuleSet sysctl = load(std::string(kDiskRule) + "[[rule.sysctl]]\nkey = \"vm swappiness\"\nvalue = 1\n");
-  EXPECT_EQ(only_error(sysctl).rfind("test.toml:13: rule slow-fsync: sysctl key 'vm swappiness'", 0), 0u) << only_error(sysctl);
+  EXPECT_EQ(only_error(sysctl).rfind("test.toml:13: rule slow-fsync: sysctl key 'vm swappiness'", 0), 0u)
+      << only_error(sysctl);
 }
 
 TEST(RulesLoad, WarnsAboutFactsThatNoProducerWrites) {
-  const RuleSet set = load(replace(kDiskRule, "cause.disk_io.max_ms >= 20ms",
-                                   "caus.disk_io.max_ms >= 20ms or cause.diskio.ms > 0"));
+  const RuleSet set =
+      load(replace(kDiskRule, "cause.disk_io.max_ms >= 20ms", "caus.disk_io.max_ms >= 20ms or cause.diskio.ms > 0"));
   ASSERT_EQ(set.rules.size(), 1u);  // still loaded: a warning, not an error
   ASSERT_EQ(set.warnings.size(), 2u);
   EXPECT_NE(set.warnings[0].message.find("'caus.disk_io.max_ms' is not in any known namespace"), std::string::npos);
@@ -277,7 +283,7 @@ TEST(RulesEvaluate, SortsBySeverityThenByTheCausesTime) {
     load_rules_text(set, text, cause + ".toml");
   }
   ASSERT_TRUE(set.errors.empty()) << only_error(set);
-  FactSet facts = disk_facts(400);  // disk_io: crit
+  FactSet facts = disk_facts(400);   // disk_io: crit
   facts.set("cause.gil.ms", 800.0);  // more time than disk_io, but only warn
   facts.set("cause.gil.max_ms", 100.0);
   facts.set("cause.network.ms", 120.0);
@@ -400,7 +406,7 @@ TEST(RulesCli, ListShowsShippedAndAddedRules) {
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("zz-my-rule"), std::string::npos);
   EXPECT_NE(r.out.find("disk-io-on-token-path"), std::string::npos);  // a shipped one
-  EXPECT_EQ(run_cli({"rules"}).status, 1);                              // list or check is required
+  EXPECT_EQ(run_cli({"rules"}).status, 1);                            // list or check is required
 }
 
 TEST(RulesCli, ReportAppliesRulesFromRulesDirs) {
@@ -410,8 +416,8 @@ TEST(RulesCli, ReportAppliesRulesFromRulesDirs) {
     ld::trace::TraceWriter writer(trace, {{"target", {{"pids", {4242}}, {"comm", "python3"}}}});
     writer.finish({});
   }
-  const std::string always = replace(replace(kDiskRule, "slow-fsync", "always-here"),
-                                     "cause.disk_io.max_ms >= 20ms", "summary.requests >= 0");
+  const std::string always =
+      replace(replace(kDiskRule, "slow-fsync", "always-here"), "cause.disk_io.max_ms >= 20ms", "summary.requests >= 0");
   const std::string rules = dir.write("always.toml", always);
   const CliRun r = run_cli({"report", trace, "--format", "json", "--rules", rules});
   ASSERT_EQ(r.status, 0) << r.err;
@@ -425,5 +431,6 @@ TEST(RulesCli, ReportAppliesRulesFromRulesDirs) {
   const CliRun warned = run_cli({"report", trace, "--rules", dir.path()});
   EXPECT_EQ(warned.status, 0) << warned.err;
   EXPECT_NE(warned.err.find("warning: rules: " + dir.path() + "/broken.toml:1: rule x: rule has no 'cause'"),
-            std::string::npos) << warned.err;
+            std::string::npos)
+      << warned.err;
 }

@@ -24,13 +24,9 @@ FactSet sample_facts() {
   return f;
 }
 
-Value eval(const std::string& text, const FactSet& facts = sample_facts()) {
-  return Expr::parse(text).evaluate(facts);
-}
+Value eval(const std::string& text, const FactSet& facts = sample_facts()) { return Expr::parse(text).evaluate(facts); }
 
-bool holds(const std::string& text, const FactSet& facts = sample_facts()) {
-  return Expr::parse(text).holds(facts);
-}
+bool holds(const std::string& text, const FactSet& facts = sample_facts()) { return Expr::parse(text).holds(facts); }
 
 size_t error_offset(const std::string& text) {
   try {
@@ -127,12 +123,12 @@ TEST(RulesExpr, TypeMismatchAndDivisionByZeroAreUnknown) {
 }
 
 TEST(RulesExpr, ReportsWhereTheSyntaxIsWrong) {
-  EXPECT_EQ(error_offset("cause.gil.ms > 5mss"), 16u);        // at the unknown unit
-  EXPECT_EQ(error_offset("a = 1"), 2u);                       // = is not ==
+  EXPECT_EQ(error_offset("cause.gil.ms > 5mss"), 16u);  // at the unknown unit
+  EXPECT_EQ(error_offset("a = 1"), 2u);                 // = is not ==
   EXPECT_EQ(error_offset("a > 1 &&  b"), 6u);
-  EXPECT_EQ(error_offset("(a > 1"), 6u);                      // not closed
-  EXPECT_EQ(error_offset("a > 1 b"), 6u);                     // trailing junk
-  EXPECT_EQ(error_offset("1 < a < 3"), 6u);                   // no chaining
+  EXPECT_EQ(error_offset("(a > 1"), 6u);     // not closed
+  EXPECT_EQ(error_offset("a > 1 b"), 6u);    // trailing junk
+  EXPECT_EQ(error_offset("1 < a < 3"), 6u);  // no chaining
   EXPECT_EQ(error_offset("a == 'open"), 5u);
   EXPECT_EQ(error_offset("nosuch(a)"), 0u);
   EXPECT_EQ(error_offset("exists('a')"), 7u);
@@ -175,7 +171,8 @@ TEST(RulesTemplate, QuotesFactsWithFormats) {
 TEST(RulesTemplate, MissingFactsAndOptionalSegments) {
   const FactSet f = sample_facts();
   EXPECT_EQ(Template::parse("governor {cpu.governor}, gpus {gpu.count}").render(f), "governor powersave, gpus ?");
-  EXPECT_EQ(Template::parse("fsync{? on {cause.disk_io.syscall}?}{? ({gpu.count} GPUs)?}.").render(f), "fsync on fsync.");
+  EXPECT_EQ(Template::parse("fsync{? on {cause.disk_io.syscall}?}{? ({gpu.count} GPUs)?}.").render(f),
+            "fsync on fsync.");
   EXPECT_EQ(Template::parse("{default(gpu.count, 'no')} GPUs").render(f), "no GPUs");
 }
 

@@ -63,16 +63,17 @@ Report clean_report() {
   r.gaps = gaps.size();
   r.ttft_ms = ld::model::describe(ttft);
   r.tpot_ms = ld::model::describe(gaps);
-  for (const char* probe : {"sock", "sched", "perf", "memory", "disk", "gil", "futex", "tcp", "cgroup", "reclaim", "cpufreq"})
+  for (const char* probe :
+       {"sock", "sched", "perf", "memory", "disk", "gil", "futex", "tcp", "cgroup", "reclaim", "cpufreq"})
     r.probes.push_back({probe, ld::model::ProbeState::kAttached, "", 1000, 0});
   r.typical.windows = r.gaps;
   r.typical.total_ms = 40.0 * static_cast<double>(r.gaps);
   r.typical.causes = {{ld::model::Cause::kCompute, 38.0 * static_cast<double>(r.gaps), 0.95, json::object()},
                       {ld::model::Cause::kUnknown, 2.0 * static_cast<double>(r.gaps), 0.05, json::object()}};
-  r.window_facts = {{"time_wait_max", 14},      {"listen_overflows", 0},    {"retransmits", 0},
-                    {"connects", 40},           {"connects_per_request", 1.0}, {"cgroup_throttled_ms", 0},
-                    {"cgroup_nr_throttled", 0}, {"cpu_khz_min", 2900000},   {"cpu_khz_max", 3000000},
-                    {"cpu_freq_min_ratio", 0.97}, {"migrations_per_s", 15}, {"ioctl_blocked_ms", 0}};
+  r.window_facts = {
+      {"time_wait_max", 14},         {"listen_overflows", 0},      {"retransmits", 0},         {"connects", 40},
+      {"connects_per_request", 1.0}, {"cgroup_throttled_ms", 0},   {"cgroup_nr_throttled", 0}, {"cpu_khz_min", 2900000},
+      {"cpu_khz_max", 3000000},      {"cpu_freq_min_ratio", 0.97}, {"migrations_per_s", 15},   {"ioctl_blocked_ms", 0}};
   return r;
 }
 
@@ -83,8 +84,8 @@ ld::model::Outlier outlier_from(const json& j, const Report& r) {
   o.duration_ms = j.at("duration_ms");
   o.baseline_ms = o.kind == ld::model::WindowKind::kTtft ? r.ttft_ms.p50 : r.tpot_ms.p50;
   for (const json& c : j.at("causes"))
-    o.causes.push_back({ld::model::parse_cause(c.at("cause").get<std::string>()).value(), c.at("ms"), c.at("ms").get<double>() / o.duration_ms,
-                        c.value("evidence", json::object())});
+    o.causes.push_back({ld::model::parse_cause(c.at("cause").get<std::string>()).value(), c.at("ms"),
+                        c.at("ms").get<double>() / o.duration_ms, c.value("evidence", json::object())});
   if (j.contains("facts")) o.facts = j["facts"];  // e.g. own_contention_ms: the server as its own neighbour
   for (const json& f : j.value("frames", json::array()))
     o.frames.push_back({f.at("python"), f.at("function"), f.at("where"), f.at("share"), f.at("typical_share"), 10});
@@ -204,7 +205,8 @@ TEST(RulesShipped, EachFiresOnItsEvidenceAndQuotesIt) {
     EXPECT_EQ(f->severity, expect.at("severity").get<std::string>()) << id;
     EXPECT_EQ(f->cause, shipped().find(id)->cause);
     for (const std::string quote : expect.at("quotes"))
-      EXPECT_NE(f->evidence.find(quote), std::string::npos) << id << ": evidence lacks \"" << quote << "\": " << f->evidence;
+      EXPECT_NE(f->evidence.find(quote), std::string::npos)
+          << id << ": evidence lacks \"" << quote << "\": " << f->evidence;
     for (const std::string* text : {&f->title, &f->evidence, &f->remedy, &f->verify})
       EXPECT_FALSE(has_unknown_mark(*text)) << id << ": a fact is missing in \"" << *text << "\"";
     EXPECT_FALSE(f->remedy.empty());

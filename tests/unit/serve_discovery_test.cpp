@@ -17,7 +17,9 @@ namespace {
 
 class FakeProc {
  public:
-  FakeProc() : root_(fs::temp_directory_path() / ("ld-discovery-" + std::to_string(getpid()) + "-" + std::to_string(counter_++))) {
+  FakeProc()
+      : root_(fs::temp_directory_path() /
+              ("ld-discovery-" + std::to_string(getpid()) + "-" + std::to_string(counter_++))) {
     fs::create_directories(root_ / "proc");
   }
   ~FakeProc() { fs::remove_all(root_); }
@@ -36,7 +38,8 @@ class FakeProc {
     if (port) {
       char line[256];
       std::snprintf(line, sizeof(line),
-                    "   0: 0100007F:%04X 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 %d 1 0000000000000000 100 0 0 10 0\n",
+                    "   0: 0100007F:%04X 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 %d 1 "
+                    "0000000000000000 100 0 0 10 0\n",
                     port, 5000 + pid);
       listeners_ += line;
       fs::create_symlink("socket:[" + std::to_string(5000 + pid) + "]", p / "fd" / "3");
@@ -44,7 +47,8 @@ class FakeProc {
     // One network namespace: every process shows the same socket table, as in /proc.
     for (const auto& entry : fs::directory_iterator(root_ / "proc")) {
       write(entry.path() / "net" / "tcp",
-            "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n" + listeners_);
+            "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n" +
+                listeners_);
       write(entry.path() / "net" / "tcp6", "");
     }
   }

@@ -49,7 +49,8 @@ TEST(ServeMetrics, ContractNamesBaseUnitsAndNoPerRequestLabels) {
   const std::string text = exposition(m);
   for (const char* name :
        {"gen_ai_server_time_to_first_token_seconds_bucket", "gen_ai_server_time_to_first_token_seconds_count 3",
-        "gen_ai_server_time_per_output_token_seconds_count 4", "latency_doctor_outlier_seconds_total{cause=\"disk_io\"} 0.6",
+        "gen_ai_server_time_per_output_token_seconds_count 4",
+        "latency_doctor_outlier_seconds_total{cause=\"disk_io\"} 0.6",
         "latency_doctor_findings{rule=\"fsync_on_token_path\",severity=\"crit\"} 1",
         "latency_doctor_events_lost_total{probe=\"sched\"} 5", "latency_doctor_events_total{probe=\"sock\"} 160",
         "latency_doctor_agent_cpu_seconds_total 1.5", "latency_doctor_agent_rss_bytes 41943040"})
@@ -57,7 +58,8 @@ TEST(ServeMetrics, ContractNamesBaseUnitsAndNoPerRequestLabels) {
   EXPECT_EQ(text.find("probe=\"gil\""), std::string::npos);  // unavailable probes have no series
   // A value past the last bound counts in +Inf only; one on a bound counts in that bucket (le).
   EXPECT_NE(text.find("gen_ai_server_time_per_output_token_seconds_bucket{le=\"2.5\"} 3"), std::string::npos) << text;
-  EXPECT_NE(text.find("gen_ai_server_time_per_output_token_seconds_bucket{le=\"0.0025\"} 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("gen_ai_server_time_per_output_token_seconds_bucket{le=\"0.0025\"} 2"), std::string::npos)
+      << text;
   // A finding that no longer holds drops to 0.
   m.add_window({});
   EXPECT_NE(exposition(m).find("latency_doctor_findings{rule=\"fsync_on_token_path\",severity=\"crit\"} 0"),

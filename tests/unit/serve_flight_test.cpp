@@ -26,7 +26,8 @@ namespace {
 
 struct TempDir {
   fs::path path;
-  TempDir() : path(fs::temp_directory_path() / ("ld-flight-" + std::to_string(getpid()) + "-" + std::to_string(next++))) {
+  TempDir()
+      : path(fs::temp_directory_path() / ("ld-flight-" + std::to_string(getpid()) + "-" + std::to_string(next++))) {
     fs::create_directories(path);
   }
   ~TempDir() { fs::remove_all(path); }
@@ -57,7 +58,7 @@ std::vector<uint64_t> times_in(const std::string& path, ld::trace::ReadSummary* 
 }
 
 mode_t mode_of(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   stat(path.c_str(), &st);
   return st.st_mode & 0777;
 }
@@ -184,7 +185,10 @@ struct Replay {
     meta = ld::trace::read_meta(summary.header, summary.trailer);
     for (const auto& r : records) {
       uint64_t ts = at(r).ts_ns;
-      if (ts) { first = std::min(first, ts); last = std::max(last, ts); }
+      if (ts) {
+        first = std::min(first, ts);
+        last = std::max(last, ts);
+      }
     }
     meta.header.start_mono_ns = first;
   }

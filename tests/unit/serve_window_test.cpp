@@ -137,7 +137,10 @@ TEST(ServeWindow, WindowsOfARecordedTraceAddUpToItsReport) {
 
   uint64_t first_ts = UINT64_MAX, last_ts = 0;
   for (const auto& r : records)
-    if (hdr(r).ts_ns) { first_ts = std::min<uint64_t>(first_ts, hdr(r).ts_ns); last_ts = std::max<uint64_t>(last_ts, hdr(r).ts_ns); }
+    if (hdr(r).ts_ns) {
+      first_ts = std::min<uint64_t>(first_ts, hdr(r).ts_ns);
+      last_ts = std::max<uint64_t>(last_ts, hdr(r).ts_ns);
+    }
 
   RecordBuffer buffer(64u << 20);
   size_t next = 0;

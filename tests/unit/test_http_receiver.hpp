@@ -90,7 +90,8 @@ class HttpReceiver {
       std::lock_guard lock(mu_);
       requests_.push_back(std::move(r));
     }
-    std::string answer = "HTTP/1.1 " + std::to_string(status_.load()) + " X\r\nContent-Type: application/json\r\n"
+    std::string answer = "HTTP/1.1 " + std::to_string(status_.load()) +
+                         " X\r\nContent-Type: application/json\r\n"
                          "Content-Length: 2\r\nConnection: close\r\n\r\n{}";
     send(c, answer.data(), answer.size(), MSG_NOSIGNAL);
   }

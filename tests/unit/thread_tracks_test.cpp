@@ -11,9 +11,9 @@
 
 namespace {
 
+using ld::analysis::ThreadTrackBuilder;
 using ld::model::ThreadSlice;
 using ld::model::ThreadState;
-using ld::analysis::ThreadTrackBuilder;
 using ld::model::ThreadTracks;
 
 constexpr uint64_t kMs = 1'000'000;
@@ -29,8 +29,8 @@ ld_hdr header(uint16_t type, uint16_t size, uint32_t tid, uint64_t ts) {
   return h;
 }
 
-ld_offcpu blocked(uint32_t tid, uint64_t off_ms, uint64_t wake_ms, uint64_t on_ms, uint32_t syscall_nr,
-                  uint32_t waker, const char* waker_comm) {
+ld_offcpu blocked(uint32_t tid, uint64_t off_ms, uint64_t wake_ms, uint64_t on_ms, uint32_t syscall_nr, uint32_t waker,
+                  const char* waker_comm) {
   ld_offcpu ev{};
   ev.hdr = header(LD_EV_OFFCPU, sizeof ev, tid, on_ms * kMs);
   ev.off_ns = off_ms * kMs;

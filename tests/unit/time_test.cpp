@@ -18,8 +18,17 @@ uint64_t bits(double v) { return std::bit_cast<uint64_t>(v); }
 // Stamps of every size the agent sees: durations, monotonic stamps (~2^50 after weeks of
 // uptime), unix stamps (past 2^53, where a double cannot hold every ns).
 std::vector<uint64_t> stamps() {
-  std::vector<uint64_t> out{0, 1, 999, 1'000, 999'999, 1'000'000, 1'234'567, 1'000'000'000, 86'400'000'000'000ULL,
-                            1'700'000'000'123'456'789ULL, UINT64_MAX};
+  std::vector<uint64_t> out{0,
+                            1,
+                            999,
+                            1'000,
+                            999'999,
+                            1'000'000,
+                            1'234'567,
+                            1'000'000'000,
+                            86'400'000'000'000ULL,
+                            1'700'000'000'123'456'789ULL,
+                            UINT64_MAX};
   std::mt19937_64 rng(7);
   for (int i = 0; i < 2000; ++i) {
     out.push_back(rng() >> (rng() % 64));

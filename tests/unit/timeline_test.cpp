@@ -12,8 +12,8 @@
 
 namespace {
 
-using ld::model::Request;
 using ld::analysis::SocketTimelineBuilder;
+using ld::model::Request;
 using ld::model::Timeline;
 
 constexpr uint64_t kMs = 1'000'000;
@@ -41,8 +41,8 @@ class Stream {
   Stream& recv(double t_ms, uint64_t sock, ld_payload_class cls, int64_t ret = 100) {
     return io(t_ms, sock, LD_DIR_RECV, cls, ret, LD_SC_READ);
   }
-  Stream& send(double t_ms, uint64_t sock, ld_payload_class cls, int64_t ret = 50,
-               ld_io_syscall sc = LD_SC_WRITE, uint8_t sse_events = 0) {
+  Stream& send(double t_ms, uint64_t sock, ld_payload_class cls, int64_t ret = 50, ld_io_syscall sc = LD_SC_WRITE,
+               uint8_t sse_events = 0) {
     if (sse_events == 0 && (cls == LD_PC_SSE_DATA || cls == LD_PC_HTTP_RESPONSE_SSE)) sse_events = 1;
     return io(t_ms, sock, LD_DIR_SEND, cls, ret, sc, sse_events);
   }
@@ -86,8 +86,7 @@ class Stream {
  private:
   static uint64_t ns(double t_ms) { return static_cast<uint64_t>(t_ms * 1e6 + 0.5); }
 
-  Stream& io(double t_ms, uint64_t sock, uint8_t dir, uint8_t cls, int64_t ret, uint8_t sc,
-             uint8_t sse_events = 0) {
+  Stream& io(double t_ms, uint64_t sock, uint8_t dir, uint8_t cls, int64_t ret, uint8_t sc, uint8_t sse_events = 0) {
     ld_sock_io ev{};
     ev.hdr = header(LD_EV_SOCK_IO, sizeof ev, ns(t_ms), tgid_, tid_);
     ev.sock_id = sock;
@@ -128,8 +127,7 @@ std::vector<Event> shuffled_within(std::vector<Event> events, uint64_t window, u
   std::uniform_int_distribution<uint64_t> jitter(0, window);
   std::vector<std::pair<uint64_t, Event>> keyed;
   for (const Event& ev : events) keyed.emplace_back(ts_of(ev) + jitter(rng), ev);
-  std::stable_sort(keyed.begin(), keyed.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<Event> out;
   for (auto& [key, ev] : keyed) out.push_back(ev);
   return out;
@@ -292,11 +290,11 @@ TEST(Timeline, InterleavedConnections) {
 
 TEST(Timeline, OutOfOrderDeliveryAcrossCpusGivesIdenticalResults) {
   Stream s;
-  s.llama_exchange(0, 1, 50, 30, 3);      // 3 ms gaps: jitter of 2 ms reorders many neighbours
+  s.llama_exchange(0, 1, 50, 30, 3);  // 3 ms gaps: jitter of 2 ms reorders many neighbours
   s.llama_exchange(10, 2, 40, 40, 2.5);
   s.recv(20, 3, LD_PC_HTTP_REQUEST).send(21, 3, LD_PC_HTTP_RESPONSE).close(22, 3);
   s.close(400, 1);
-  s.llama_exchange(401, 1, 420, 10, 4);   // the socket id reused right after its close
+  s.llama_exchange(401, 1, 420, 10, 4);  // the socket id reused right after its close
   s.exit_process(600);
   const Timeline reference = build(s);
   ASSERT_EQ(reference.requests.size(), 3u);
@@ -354,7 +352,7 @@ TEST(Timeline, BodyTailBeforeTheFirstResponseIsNotARequest) {
 
 TEST(Timeline, NonStreamingRequestIsCountedNotListed) {
   Stream s;
-  s.recv(0, 5, LD_PC_HTTP_REQUEST, 80);   // GET /health
+  s.recv(0, 5, LD_PC_HTTP_REQUEST, 80);    // GET /health
   s.send(1, 5, LD_PC_HTTP_RESPONSE, 120);  // Content-Length response
   s.recv(10, 5, LD_PC_HTTP_REQUEST, 300);  // keep-alive: next request is a stream
   s.send(11, 5, LD_PC_HTTP_RESPONSE);
@@ -410,7 +408,7 @@ TEST(Timeline, ProcessExitEndsItsConnectionsIncomplete) {
   Stream s;
   s.recv(0, 1, LD_PC_HTTP_REQUEST).send(1, 1, LD_PC_HTTP_RESPONSE);
   s.send(10, 1, LD_PC_SSE_DATA).send(20, 1, LD_PC_SSE_DATA);
-  s.recv(5, 2, LD_PC_HTTP_REQUEST);  // no answer yet
+  s.recv(5, 2, LD_PC_HTTP_REQUEST);                                       // no answer yet
   s.pid(200).recv(0, 1, LD_PC_HTTP_REQUEST).send(30, 1, LD_PC_SSE_DATA);  // another process
   s.pid(kPid).exit_process(25);
   s.send(40, 1, LD_PC_SSE_DATA);  // a late record after the exit cannot belong to it

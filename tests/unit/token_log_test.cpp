@@ -61,31 +61,30 @@ TEST(TokenLog, RealtimeIsTheDefaultAndIsConverted) {
   EXPECT_TRUE(r.warnings.empty()) << r.warnings.front();
   ASSERT_EQ(r.timeline.requests.size(), 1u);
   EXPECT_EQ(r.timeline.requests[0].start_ns, mono);
-  EXPECT_EQ(r.timeline.requests[0].token_ns,
-            (std::vector<uint64_t>{mono + 200'000'000, mono + 250'000'000}));
+  EXPECT_EQ(r.timeline.requests[0].token_ns, (std::vector<uint64_t>{mono + 200'000'000, mono + 250'000'000}));
   EXPECT_FALSE(r.timeline.requests[0].complete);  // no end event
 }
 
 TEST(TokenLog, EveryKindOfBadLineIsWarnedWithItsLineNumber) {
   const auto r = parse(joined({
-      R"({"request":"a","event":"start","t_ns":100,"clock":"monotonic"})",  // 1 ok
-      R"(not json at all)",                                                  // 2
-      R"([1,2,3])",                                                          // 3
-      R"({"event":"token","t_ns":200,"clock":"monotonic"})",                 // 4
-      R"({"request":true,"event":"token","t_ns":200,"clock":"monotonic"})",  // 5
-      R"({"request":"a","t_ns":200,"clock":"monotonic"})",                   // 6
-      R"({"request":"a","event":"tok","t_ns":200,"clock":"monotonic"})",     // 7
-      R"({"request":"a","event":"token","clock":"monotonic"})",              // 8
-      R"({"request":"a","event":"token","t_ns":-5,"clock":"monotonic"})",    // 9
-      R"({"request":"a","event":"token","t_ns":2.5,"clock":"monotonic"})",   // 10
-      R"({"request":"a","event":"token","t_ns":"200","clock":"monotonic"})", // 11
-      R"({"request":"a","event":"token","t_ns":200,"clock":"tai"})",         // 12
+      R"({"request":"a","event":"start","t_ns":100,"clock":"monotonic"})",                    // 1 ok
+      R"(not json at all)",                                                                   // 2
+      R"([1,2,3])",                                                                           // 3
+      R"({"event":"token","t_ns":200,"clock":"monotonic"})",                                  // 4
+      R"({"request":true,"event":"token","t_ns":200,"clock":"monotonic"})",                   // 5
+      R"({"request":"a","t_ns":200,"clock":"monotonic"})",                                    // 6
+      R"({"request":"a","event":"tok","t_ns":200,"clock":"monotonic"})",                      // 7
+      R"({"request":"a","event":"token","clock":"monotonic"})",                               // 8
+      R"({"request":"a","event":"token","t_ns":-5,"clock":"monotonic"})",                     // 9
+      R"({"request":"a","event":"token","t_ns":2.5,"clock":"monotonic"})",                    // 10
+      R"({"request":"a","event":"token","t_ns":"200","clock":"monotonic"})",                  // 11
+      R"({"request":"a","event":"token","t_ns":200,"clock":"tai"})",                          // 12
       R"({"request":"a","event":"start","t_ns":100,"clock":"monotonic","input_tokens":-1})",  // 13
-      R"({"request":"","event":"token","t_ns":200,"clock":"monotonic"})",    // 14
-      R"({"request":"a","event":"token","t_ns":5})",                         // 15 realtime < offset
-      R"({"request":"a","event":"start","t_ns":150,"clock":"monotonic"})",   // 16 second start
-      R"({"request":"a","event":"token","t_ns":300,"clock":"monotonic"})",   // 17 ok
-      R"({"request":"a","event":"token","t_ns":300)",                        // 18 truncated
+      R"({"request":"","event":"token","t_ns":200,"clock":"monotonic"})",                     // 14
+      R"({"request":"a","event":"token","t_ns":5})",                                          // 15 realtime < offset
+      R"({"request":"a","event":"start","t_ns":150,"clock":"monotonic"})",                    // 16 second start
+      R"({"request":"a","event":"token","t_ns":300,"clock":"monotonic"})",                    // 17 ok
+      R"({"request":"a","event":"token","t_ns":300)",                                         // 18 truncated
   }));
   const std::vector<std::string> expected = {
       "tokens.jsonl:2: not valid JSON (at byte 2); line skipped",
@@ -208,11 +207,12 @@ TEST(TokenLog, WarningsAreCapped) {
 
 TEST(TokenLog, ExtremeValuesDoNotOverflow) {
   const auto r = parse(joined({
-      R"({"request":"a","event":"start","t_ns":18446744073709551615,"clock":"monotonic"})",
-      R"({"request":"b","event":"start","t_ns":18446744073709551616,"clock":"monotonic"})",
-      R"({"request":"c","event":"start","t_ns":1e300,"clock":"monotonic"})",
-      R"({"request":"d","event":"start","t_ns":0})",
-  }), INT64_MIN);
+                           R"({"request":"a","event":"start","t_ns":18446744073709551615,"clock":"monotonic"})",
+                           R"({"request":"b","event":"start","t_ns":18446744073709551616,"clock":"monotonic"})",
+                           R"({"request":"c","event":"start","t_ns":1e300,"clock":"monotonic"})",
+                           R"({"request":"d","event":"start","t_ns":0})",
+                       }),
+                       INT64_MIN);
   // a: the largest stamp is fine; b, c: too large; d: realtime 0 - INT64_MIN overflows int64 but
   // not the conversion.
   ASSERT_EQ(r.warnings.size(), 2u);
@@ -228,8 +228,10 @@ TEST(TokenLog, ReadTokenLogFromFileAndErrors) {
   close(fd);
   {
     std::ofstream out(path);
-    out << R"({"request":"a","event":"start","t_ns":10,"clock":"monotonic"})" << "\n"
-        << R"({"request":"a","event":"token","t_ns":20,"clock":"monotonic"})" << "\n"
+    out << R"({"request":"a","event":"start","t_ns":10,"clock":"monotonic"})"
+        << "\n"
+        << R"({"request":"a","event":"token","t_ns":20,"clock":"monotonic"})"
+        << "\n"
         << "bad\n";
   }
   const auto r = ld::tokens::read_token_log(path, 0);

@@ -17,14 +17,16 @@ namespace {
 using nlohmann::json;
 
 json good_header() {
-  return {{"clock", {{"start_mono_ns", 1'000'000'000ULL}, {"realtime_minus_monotonic_ns", 5}}},
-          {"target", {{"pids", json::array({42})}, {"comm", "vllm"}, {"exe", "/usr/bin/python3"}, {"start_mono_ns", 1}}},
-          {"host", {{"machine", "x86_64"}}}};
+  return {
+      {"clock", {{"start_mono_ns", 1'000'000'000ULL}, {"realtime_minus_monotonic_ns", 5}}},
+      {"target", {{"pids", json::array({42})}, {"comm", "vllm"}, {"exe", "/usr/bin/python3"}, {"start_mono_ns", 1}}},
+      {"host", {{"machine", "x86_64"}}}};
 }
 
 json good_trailer() {
   return {{"end_mono_ns", 6'000'000'000ULL},
-          {"probes", json::array({{{"name", "sock"}, {"status", "attached"}, {"reason", ""}, {"events", 10}, {"lost", 0}}})}};
+          {"probes",
+           json::array({{{"name", "sock"}, {"status", "attached"}, {"reason", ""}, {"events", 10}, {"lost", 0}}})}};
 }
 
 std::string mistyped_warning(const ld::model::Report& report) {
@@ -54,15 +56,25 @@ TEST(TraceFields, EachMistypedFieldCostsOnlyItself) {
     json header, trailer;
   };
   std::vector<Case> cases;
-  auto header_with = [](auto edit) { json h = good_header(); edit(h); return h; };
-  auto trailer_with = [](auto edit) { json t = good_trailer(); edit(t); return t; };
+  auto header_with = [](auto edit) {
+    json h = good_header();
+    edit(h);
+    return h;
+  };
+  auto trailer_with = [](auto edit) {
+    json t = good_trailer();
+    edit(t);
+    return t;
+  };
   cases.push_back({"header clock", header_with([](json& h) { h["clock"] = "soon"; }), good_trailer()});
-  cases.push_back({"header clock.start_mono_ns", header_with([](json& h) { h["clock"]["start_mono_ns"] = "1"; }), good_trailer()});
+  cases.push_back(
+      {"header clock.start_mono_ns", header_with([](json& h) { h["clock"]["start_mono_ns"] = "1"; }), good_trailer()});
   cases.push_back({"header clock.realtime_minus_monotonic_ns",
                    header_with([](json& h) { h["clock"]["realtime_minus_monotonic_ns"] = 1.5; }), good_trailer()});
   cases.push_back({"header target", header_with([](json& h) { h["target"] = json::array({1}); }), good_trailer()});
   cases.push_back({"header target.comm", header_with([](json& h) { h["target"]["comm"] = 7; }), good_trailer()});
-  cases.push_back({"header target.start_mono_ns", header_with([](json& h) { h["target"]["start_mono_ns"] = -3; }), good_trailer()});
+  cases.push_back(
+      {"header target.start_mono_ns", header_with([](json& h) { h["target"]["start_mono_ns"] = -3; }), good_trailer()});
   cases.push_back({"header host", header_with([](json& h) { h["host"] = 1; }), good_trailer()});
   cases.push_back({"header host.machine", header_with([](json& h) { h["host"]["machine"] = false; }), good_trailer()});
   cases.push_back({"trailer end_mono_ns", good_header(), trailer_with([](json& t) { t["end_mono_ns"] = "6"; })});
@@ -149,9 +161,8 @@ TEST(TraceMeta, HeaderAndTrailerRoundTripThroughJson) {
 
 TEST(TraceMeta, AProbeStatusOfAnotherVersionIsKeptAsWritten) {
   json trailer = good_trailer();
-  trailer["probes"] = json::array({{{"name", "sock"}, {"status", "attached"}},
-                                   {{"name", "gpu"}, {"status", "paused"}},
-                                   {{"name", "old"}}});
+  trailer["probes"] = json::array(
+      {{{"name", "sock"}, {"status", "attached"}}, {{"name", "gpu"}, {"status", "paused"}}, {{"name", "old"}}});
   const auto meta = ld::trace::read_meta(good_header(), trailer);
   ASSERT_EQ(meta.trailer.probes.size(), 3u);
   EXPECT_EQ(meta.trailer.probes[0].status, ld::model::ProbeState::kAttached);
@@ -201,7 +212,8 @@ TEST(TraceMeta, RecordsOfANewerLayoutAreSaidToNeedTheirOwnVersion) {
   header["agent"] = {{"name", "latency-doctor"}, {"version", "9.0.0"}};
   const auto report = analyse(header, good_trailer());
   bool said = false;
-  for (const auto& w : report.warnings) said = said || w.find("read it with the version that recorded it (9.0.0)") != std::string::npos;
+  for (const auto& w : report.warnings)
+    said = said || w.find("read it with the version that recorded it (9.0.0)") != std::string::npos;
   EXPECT_TRUE(said);
   EXPECT_EQ(ld::trace::read_meta(good_header(), nullptr).header.record_layout_version, 1u);  // before the field
 }

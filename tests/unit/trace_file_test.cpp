@@ -235,8 +235,8 @@ TEST(TraceFile, UnknownRecordTypesAreDelivered) {
 TEST(TraceFile, ShortRecordsAreZeroPaddedAfterLongerOnes) {
   TempDir dir;
   std::string path = dir.file("pad.ldtrace");
-  Records recs = {make_record(1, 300, 1), make_record(1, 24, 2), make_record(1, 200, 3),
-                  make_record(1, 40, 4), make_record(1, 255, 5), make_record(1, 32, 6)};
+  Records recs = {make_record(1, 300, 1), make_record(1, 24, 2),  make_record(1, 200, 3),
+                  make_record(1, 40, 4),  make_record(1, 255, 5), make_record(1, 32, 6)};
   {
     TraceWriter w(path, {});
     for (const auto& r : recs) w.append(r.data(), r.size());
@@ -375,8 +375,7 @@ TEST(TraceFile, NewerVersionThrows) {
   Bytes b = read_file(path);
   b[8] = 2;  // u32 version, little-endian; not covered by the header CRC
   write_file(path, b);
-  EXPECT_EQ(read_error(path),
-            path + ": trace format version 2 is newer than this latency-doctor supports (1)");
+  EXPECT_EQ(read_error(path), path + ": trace format version 2 is newer than this latency-doctor supports (1)");
 }
 
 TEST(TraceFile, CorruptHeaderThrows) {
@@ -413,9 +412,8 @@ TEST(TraceFile, TruncationAtEveryOffsetYieldsAPrefix) {
       EXPECT_TRUE(r.sum.warnings.empty());
     } else {
       ASSERT_EQ(r.sum.warnings.size(), 1u);
-      EXPECT_EQ(r.sum.warnings[0], "t.ldtrace: truncated at byte " + std::to_string(chunk_start) +
-                                       " (last " + std::to_string(cut - chunk_start) +
-                                       " bytes unreadable); the trace ends there");
+      EXPECT_EQ(r.sum.warnings[0], "t.ldtrace: truncated at byte " + std::to_string(chunk_start) + " (last " +
+                                       std::to_string(cut - chunk_start) + " bytes unreadable); the trace ends there");
     }
     EXPECT_EQ(!r.sum.trailer.is_null(), cut == b.size());
   }
@@ -466,8 +464,7 @@ TEST(TraceFile, CorruptMiddleChunkIsSkippedAndLaterChunksRead) {
   EXPECT_EQ(r.records, expected);
   EXPECT_EQ(r.sum.chunks_bad, 1u);
   ASSERT_EQ(r.sum.warnings.size(), 1u);
-  EXPECT_EQ(r.sum.warnings[0],
-            "t.ldtrace: chunk at byte " + std::to_string(third) + ": CRC mismatch; skipped");
+  EXPECT_EQ(r.sum.warnings[0], "t.ldtrace: chunk at byte " + std::to_string(third) + ": CRC mismatch; skipped");
   EXPECT_FALSE(r.sum.trailer.is_null());
 
   Bytes magic = b;

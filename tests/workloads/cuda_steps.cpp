@@ -138,15 +138,13 @@ int run_steps(const Cuda& c, const Options& o) {
   const auto event = handle<CUevent_st>(0x77);
   static char host[4096];
   c.graph_launch(handle<CUgraphExec_st>(o.kernel_us), stream);
-  c.memcpy_async(handle<void>(0x700000000000ULL), host, sizeof host, cudaMemcpyHostToDevice,
-                 stream);
+  c.memcpy_async(handle<void>(0x700000000000ULL), host, sizeof host, cudaMemcpyHostToDevice, stream);
   launches += 2;
   c.event_record(event, stream);
   printf("event_sync_ns %llu\n", (unsigned long long)timed([&] { c.event_sync(event); }));
   std::vector<char> dst(o.memcpy_bytes);
-  uint64_t copy = timed([&] {
-    c.memcpy_sync(dst.data(), handle<void>(0x700000000000ULL), o.memcpy_bytes, cudaMemcpyDeviceToHost);
-  });
+  uint64_t copy = timed(
+      [&] { c.memcpy_sync(dst.data(), handle<void>(0x700000000000ULL), o.memcpy_bytes, cudaMemcpyDeviceToHost); });
   printf("memcpy_bytes %zu\nmemcpy_ns %llu\n", o.memcpy_bytes, (unsigned long long)copy);
   void* p = nullptr;
   uint64_t alloc = timed([&] { c.dev_malloc(&p, 1 << 20); });

@@ -34,8 +34,7 @@ int main() {
     uint64_t t0 = ld::wl::mono_ns();
     if (fsync(fd) != 0) rc = 1;
     uint64_t t1 = ld::wl::mono_ns();
-    printf("fsync start=%llu dur_ns=%llu\n", (unsigned long long)t0,
-           (unsigned long long)(t1 - t0));
+    printf("fsync start=%llu dur_ns=%llu\n", (unsigned long long)t0, (unsigned long long)(t1 - t0));
   }
   close(fd);
   unlink(path.c_str());

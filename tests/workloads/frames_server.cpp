@@ -84,7 +84,8 @@ void serve(int fd, Options o) {
   }
   size_t length = 0;
   for (const char* key : {"Content-Length:", "content-length:"})
-    if (auto at = req.find(key); at != std::string::npos) length = std::strtoul(req.c_str() + at + std::strlen(key), nullptr, 10);
+    if (auto at = req.find(key); at != std::string::npos)
+      length = std::strtoul(req.c_str() + at + std::strlen(key), nullptr, 10);
   while (req.size() < header_end + 4 + length) {
     const ssize_t n = recv(fd, buf, sizeof(buf), 0);
     if (n <= 0) break;

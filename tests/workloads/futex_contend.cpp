@@ -54,8 +54,8 @@ int main() {
   pthread_create(&h, nullptr, holder, nullptr);
   pthread_join(h, nullptr);
   pthread_join(w, nullptr);
-  printf("mutex=%p holder_tid=%ld waiter_tid=%ld\n", static_cast<void*>(&g_mutex),
-         g_holder_tid.load(), g_waiter_tid.load());
+  printf("mutex=%p holder_tid=%ld waiter_tid=%ld\n", static_cast<void*>(&g_mutex), g_holder_tid.load(),
+         g_waiter_tid.load());
   for (int i = 0; i < 10; ++i) printf("wait_ns=%llu\n", (unsigned long long)g_wait_ns[i]);
   return 0;
 }

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     }
     now = ld::wl::mono_ns();
   }
-  printf("tid=%ld iterations=%llu per_s=%.0f cpu_ns_per=%.0f\n", (long)syscall(SYS_gettid), (unsigned long long)n, n * 1e9 / (now - start),
-         double(cpu_ns() - cpu0) / n);
+  printf("tid=%ld iterations=%llu per_s=%.0f cpu_ns_per=%.0f\n", (long)syscall(SYS_gettid), (unsigned long long)n,
+         n * 1e9 / (now - start), double(cpu_ns() - cpu0) / n);
   return 0;
 }

@@ -27,8 +27,7 @@ int main() {
   uint64_t t2 = ld::wl::mono_ns();
   munmap(p, len);
   uint64_t t3 = ld::wl::mono_ns();
-  printf("tid=%ld addr=%p len=%zu pages=%zu mmap_ns=%llu touch_ns=%llu munmap_ns=%llu\n", tid, p,
-         len, len / page, (unsigned long long)(t1 - t0), (unsigned long long)(t2 - t1),
-         (unsigned long long)(t3 - t2));
+  printf("tid=%ld addr=%p len=%zu pages=%zu mmap_ns=%llu touch_ns=%llu munmap_ns=%llu\n", tid, p, len, len / page,
+         (unsigned long long)(t1 - t0), (unsigned long long)(t2 - t1), (unsigned long long)(t3 - t2));
   return 0;
 }

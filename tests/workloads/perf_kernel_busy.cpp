@@ -70,8 +70,7 @@ int main() {
   std::thread u(user_busy);
   k.join();
   u.join();
-  std::printf("kernel_cpu_ns %llu\nuser_cpu_ns %llu\n",
-              static_cast<unsigned long long>(g_kernel_cpu),
+  std::printf("kernel_cpu_ns %llu\nuser_cpu_ns %llu\n", static_cast<unsigned long long>(g_kernel_cpu),
               static_cast<unsigned long long>(g_user_cpu));
   return 0;
 }

@@ -68,8 +68,7 @@ void hog() {
     bursts[i][1] = now;
   }
   for (const auto& b : bursts)
-    std::printf("burst %llu %llu\n", static_cast<unsigned long long>(b[0]),
-                static_cast<unsigned long long>(b[1]));
+    std::printf("burst %llu %llu\n", static_cast<unsigned long long>(b[0]), static_cast<unsigned long long>(b[1]));
   std::printf("burst_ns %llu\n", static_cast<unsigned long long>(total));
   std::fflush(stdout);
 }

@@ -33,8 +33,8 @@ void napper() {
     }
     std::fclose(f);
   }
-  std::printf("napper %d\nsleeps %d\nslept_ns %llu\nnvcsw %llu\nnivcsw %llu\n", gettid(),
-              kSleeps, static_cast<unsigned long long>(slept), nvcsw, nivcsw);
+  std::printf("napper %d\nsleeps %d\nslept_ns %llu\nnvcsw %llu\nnivcsw %llu\n", gettid(), kSleeps,
+              static_cast<unsigned long long>(slept), nvcsw, nivcsw);
   std::fflush(stdout);
 }
 

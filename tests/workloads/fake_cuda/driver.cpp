@@ -83,10 +83,8 @@ uint64_t drained_at() {
 }
 
 void wait_for(uint64_t point) {
-  if (sync_blocks())
-    sleep_until(point);
-  else
-    spin_until(point);
+  if (sync_blocks()) sleep_until(point);
+  else spin_until(point);
 }
 
 void copy_sync(size_t bytes) {
@@ -100,9 +98,8 @@ extern "C" {
 
 CUresult cuInit(unsigned int) { return 0; }
 
-CUresult cuLaunchKernel(CUfunction, unsigned int gridDimX, unsigned int, unsigned int,
-                        unsigned int, unsigned int, unsigned int, unsigned int, CUstream, void**,
-                        void**) {
+CUresult cuLaunchKernel(CUfunction, unsigned int gridDimX, unsigned int, unsigned int, unsigned int, unsigned int,
+                        unsigned int, unsigned int, CUstream, void**, void**) {
   launch(gridDimX);
   return 0;
 }

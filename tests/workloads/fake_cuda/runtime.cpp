@@ -37,40 +37,33 @@ CUdeviceptr device_ptr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 extern "C" {
 
-cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args,
-                             size_t sharedMem, cudaStream_t stream) {
+cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                             cudaStream_t stream) {
   lazy_init();
   CUfunction f = reinterpret_cast<CUfunction>(const_cast<void*>(func));
-  return to_cuda_error(cuLaunchKernel(f, gridDim.x, gridDim.y, gridDim.z, blockDim.x,
-                                      blockDim.y, blockDim.z, unsigned(sharedMem), stream, args,
-                                      nullptr));
+  return to_cuda_error(cuLaunchKernel(f, gridDim.x, gridDim.y, gridDim.z, blockDim.x, blockDim.y, blockDim.z,
+                                      unsigned(sharedMem), stream, args, nullptr));
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
   return forward(cuGraphLaunch, graphExec, stream);
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  return forward(cuStreamSynchronize, stream);
-}
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return forward(cuStreamSynchronize, stream); }
 
 cudaError_t cudaDeviceSynchronize(void) { return forward(cuCtxSynchronize); }
 
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  return forward(cuEventRecord, event, stream);
-}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) { return forward(cuEventRecord, event, stream); }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) { return forward(cuEventSynchronize, event); }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
   lazy_init();
-  if (kind == cudaMemcpyHostToDevice)
-    return to_cuda_error(cuMemcpyHtoD_v2(device_ptr(dst), src, count));
+  if (kind == cudaMemcpyHostToDevice) return to_cuda_error(cuMemcpyHtoD_v2(device_ptr(dst), src, count));
   return to_cuda_error(cuMemcpyDtoH_v2(dst, device_ptr(src), count));
 }
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
-                            cudaStream_t stream) {
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
   return forward(cuMemcpyHtoDAsync_v2, device_ptr(dst), src, count, stream);
 }
 

@@ -72,8 +72,12 @@ bool device_of(void* handle, Device& d) {
 
 extern "C" {
 
-struct nvmlUtilization_t { unsigned int gpu, memory; };
-struct nvmlMemory_t { unsigned long long total, free, used; };
+struct nvmlUtilization_t {
+  unsigned int gpu, memory;
+};
+struct nvmlMemory_t {
+  unsigned long long total, free, used;
+};
 
 int nvmlInit_v2() {
   std::vector<Device> all;
