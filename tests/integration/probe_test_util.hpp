@@ -161,8 +161,11 @@ inline Recorded record_in_process(Child& target, probes::ProbeOptions options,
     session.finish();
     nlohmann::json probes = nlohmann::json::array();
     for (const auto& p : session.status())
-      probes.push_back(
-          {{"name", p.name}, {"status", p.status}, {"reason", p.reason}, {"events", p.events}, {"lost", p.lost}});
+      probes.push_back({{"name", p.name},
+                        {"status", p.status_name()},
+                        {"reason", p.reason},
+                        {"events", p.events},
+                        {"lost", p.lost}});
     out.trailer = {{"probes", probes}};
     out.agent_exit = 0;
   } catch (const std::exception& e) {

@@ -6,7 +6,8 @@ Waits for SIGUSR1 (the recorder is attached), then runs two threads for ~2 s:
              `busy`, which gives it up only when the sleeper has waited a switch
              interval (set to 20 ms here) and asked for it: GIL waits of ~20 ms on
              the sleeper's thread.
-Prints "ready PID" once SIGUSR1 is blocked, then "sleeper TID", "busy TID" (native thread ids) and "wakeups N".
+Prints "ready PID" once SIGUSR1 is blocked, then "sleeper TID", "busy TID" (native thread ids),
+"wakeups N" and the run's bounds "start_ns"/"stop_ns" (CLOCK_MONOTONIC, the clock of BPF's timestamps).
 Usage: gil_hold.py [seconds]
 """
 import os
@@ -29,6 +30,7 @@ def main():
     signal.sigwait([signal.SIGUSR1])
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
     sys.setswitchinterval(SWITCH_INTERVAL)
+    start_ns = time.monotonic_ns()
     stop = time.monotonic() + seconds
     wakeups = [0]
 
@@ -51,6 +53,8 @@ def main():
     for t in threads:
         t.join()
     say("wakeups", wakeups[0])
+    say("start_ns", start_ns)
+    say("stop_ns", time.monotonic_ns())
 
 
 if __name__ == "__main__":
