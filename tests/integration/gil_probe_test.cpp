@@ -113,6 +113,7 @@ void run_gil_workload(const std::string& python, uint32_t method) {
   // Long waits: on the sleeper's thread, near the switch interval.
   std::vector<double> sleeper_ms, timed_out_ms;
   size_t timed_out = 0, on_busy = 0;
+  uint64_t first_seen = UINT64_MAX;  // the sleeper's first GIL wait the probe saw
   for (const auto& w : rec.of_type<ld_gil_wait>(LD_EV_GIL_WAIT)) {
     EXPECT_EQ(w.hdr.tgid, pid);
     EXPECT_EQ(w.method, method);
@@ -123,6 +124,7 @@ void run_gil_workload(const std::string& python, uint32_t method) {
                                [&](const ld_gil_addr& a) { return w.uaddr >= a.uaddr_lo && w.uaddr < a.uaddr_hi; });
     EXPECT_TRUE(on_word) << std::hex << w.uaddr;
     if (w.hdr.tid == sleeper) {
+      first_seen = std::min<uint64_t>(first_seen, w.start_ns);
       sleeper_ms.push_back(ms(w.dur_ns));
       timed_out += w.ret == -ETIMEDOUT;
       if (w.ret == -ETIMEDOUT) timed_out_ms.push_back(ms(w.dur_ns));
@@ -155,9 +157,6 @@ void run_gil_workload(const std::string& python, uint32_t method) {
   // The waits before the probe learned the GIL's words are not seen, and learning takes longer
   // on a loaded host (the agent's user space adds the words): judge the wake-ups from the first
   // wait seen on, the wake-ups spread evenly over the run.
-  uint64_t first_seen = UINT64_MAX;
-  for (const auto& w : rec.of_type<ld_gil_wait>(LD_EV_GIL_WAIT))
-    if (w.kind == LD_GIL_WAIT_ONE && w.hdr.tid == sleeper) first_seen = std::min<uint64_t>(first_seen, w.start_ns);
   uint64_t start_ns = lines["start_ns"], stop_ns = lines["stop_ns"];
   ASSERT_LT(start_ns, stop_ns) << py.out();
   double seen_share =

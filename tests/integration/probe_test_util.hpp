@@ -27,6 +27,7 @@
 #include "probes/probe_session.hpp"
 #include "proc_util.hpp"
 #include "trace/trace_file.hpp"
+#include "trace/trace_header.hpp"
 
 namespace ld::test {
 
@@ -159,14 +160,9 @@ inline Recorded record_in_process(Child& target, probes::ProbeOptions options,
       target.wait(10s);
     }
     session.finish();
-    nlohmann::json probes = nlohmann::json::array();
-    for (const auto& p : session.status())
-      probes.push_back({{"name", p.name},
-                        {"status", p.status_name()},
-                        {"reason", p.reason},
-                        {"events", p.events},
-                        {"lost", p.lost}});
-    out.trailer = {{"probes", probes}};
+    trace::TraceTrailer trailer;  // the probes' statuses as the agent writes them
+    trailer.probes = session.status();
+    out.trailer = trace::to_json(trailer);
     out.agent_exit = 0;
   } catch (const std::exception& e) {
     out.agent_err = e.what();
