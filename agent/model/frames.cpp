@@ -43,10 +43,12 @@ FramesSummary summarize_frames(const Report& report) {
     out.outliers_with_frames++;
     const FrameShare& f = o.frames.front();
     auto [it, added] = index.try_emplace({f.python, f.function}, out.top.size());
-    if (added) out.top.push_back({f, 0, 0, frame_kind(f)});
+    if (added) out.top.push_back({f, 0, 0, 0, 0, frame_kind(f)});
     TopFrame& t = out.top[it->second];
     t.mean_share += f.share;
     t.outliers++;
+    t.samples += f.samples;
+    t.window_samples += o.frame_samples;
   }
   for (TopFrame& t : out.top) {
     t.mean_share /= static_cast<double>(t.outliers);

@@ -241,6 +241,14 @@ struct SysctlRec {
   std::string caveat;
 };
 
+// One count of what a finding rests on (a rule's `support`, docs/rules.md): "slow_tokens" 2,
+// of the 3 a finding above info needs.
+struct EvidenceCount {
+  std::string unit;  // slow_tokens | samples | requests | windows | events
+  double count = 0;
+  double minimum = 0;
+};
+
 struct Finding {
   std::string rule;
   Cause cause = Cause::kUnknown;
@@ -250,6 +258,8 @@ struct Finding {
   std::string remedy;
   std::vector<SysctlRec> sysctl;
   std::string verify;  // a shell command that confirms the diagnosis
+  std::vector<EvidenceCount> evidence_size;  // empty: the rule states none (a host rule)
+  std::string capped_from;  // "warn" or "crit": what the rule said, kept at info for too little evidence
 };
 
 struct Report {

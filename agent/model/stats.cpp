@@ -120,4 +120,35 @@ Distribution describe(std::vector<double> ranked) {
   return d;
 }
 
+Interval wilson_interval(uint64_t k, uint64_t n, double z) {
+  if (n == 0) return {};
+  const double nd = static_cast<double>(n), p = static_cast<double>(std::min(k, n)) / nd, z2 = z * z;
+  const double center = (p + z2 / (2 * nd)) / (1 + z2 / nd);
+  const double half = z * std::sqrt(p * (1 - p) / nd + z2 / (4 * nd * nd)) / (1 + z2 / nd);
+  return {std::max(0.0, center - half), std::min(1.0, center + half)};
+}
+
+namespace {
+double log_choose(uint64_t n, uint64_t k) {
+  return std::lgamma(static_cast<double>(n) + 1) - std::lgamma(static_cast<double>(k) + 1) -
+         std::lgamma(static_cast<double>(n - k) + 1);
+}
+}  // namespace
+
+double fisher_greater_p(uint64_t k1, uint64_t n1, uint64_t k2, uint64_t n2) {
+  k1 = std::min(k1, n1);
+  k2 = std::min(k2, n2);
+  if (n1 == 0) return 1;
+  // X: the first group's successes when the k1 + k2 successes fall at random over n1 + n2.
+  const uint64_t total = n1 + n2, successes = k1 + k2;
+  const double denominator = log_choose(total, n1);
+  const uint64_t most = std::min(n1, successes);
+  double p = 0;
+  for (uint64_t x = k1; x <= most; ++x) {
+    if (n1 - x > total - successes) continue;  // more failures in the first group than exist
+    p += std::exp(log_choose(successes, x) + log_choose(total - successes, n1 - x) - denominator);
+  }
+  return std::min(1.0, p);
+}
+
 }  // namespace ld::model

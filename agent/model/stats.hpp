@@ -24,4 +24,16 @@ struct Distribution {
 };
 Distribution describe(std::vector<double> values);  // pass an rvalue to spare the copy
 
+// Proportions of counted samples (a frame's share of a window's on-CPU samples). Samples of one
+// slow token are not independent draws, so these bound what the counts can say; the rules ask
+// for several slow tokens besides (docs/attribution.md, "How much evidence a finding needs").
+struct Interval {
+  double low = 0, high = 1;
+};
+// The Wilson score interval of k successes in n at ~95% (z = 1.96); [0, 1] when n == 0.
+Interval wilson_interval(uint64_t k, uint64_t n, double z = 1.96);
+// Fisher's exact test, one-sided: the probability of a first share k1/n1 at least this far
+// above the second k2/n2 if both came from one share (hypergeometric tail). 1 when n1 == 0.
+double fisher_greater_p(uint64_t k1, uint64_t n1, uint64_t k2, uint64_t n2);
+
 }  // namespace ld::model

@@ -209,6 +209,7 @@ std::string finding_html(const Finding& f) {
                     "</span>" + h(f.title) + "</h3>";
   out += "<div>" + swatch(f.cause) + h(id(f.cause)) + " <span class=\"note\">rule " + h(f.rule) + "</span></div>";
   if (!f.evidence.empty()) out += "<p>" + h(f.evidence) + "</p>";
+  if (const std::string size = evidence_size_text(f); !size.empty()) out += "<p>Evidence size: " + h(size) + ".</p>";
   if (!f.remedy.empty()) out += "<p><strong>Remedy:</strong> " + h(f.remedy) + "</p>";
   out += sysctl_block(f);
   if (!f.verify.empty()) out += "<p><strong>Verify:</strong> <code>" + h(f.verify) + "</code></p>";

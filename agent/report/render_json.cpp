@@ -235,6 +235,12 @@ J finding_json(const Finding& f) {
     j["sysctl"].push_back(rec);
   }
   j["verify"] = f.verify;
+  if (!f.evidence_size.empty()) {  // extension: what the finding rests on
+    J size = J::object();
+    for (const model::EvidenceCount& c : f.evidence_size) size[c.unit] = static_cast<uint64_t>(std::max(0.0, c.count));
+    j["evidence_size"] = size;
+  }
+  if (!f.capped_from.empty()) j["capped_from"] = f.capped_from;  // extension: kept at info for too little evidence
   return j;
 }
 

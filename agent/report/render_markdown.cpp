@@ -101,6 +101,7 @@ std::string finding_md(const Finding& f) {
   out += "cause: " + md(std::string(cause_id(f.cause))) + " · rule: " + md(f.rule) +
          "\n\n";  // no code spans: escapes show there
   if (!f.evidence.empty()) out += md(f.evidence) + "\n\n";
+  if (const std::string size = evidence_size_text(f); !size.empty()) out += "Evidence size: " + md(size) + ".\n\n";
   if (!f.remedy.empty()) out += "**Remedy:** " + md(f.remedy) + "\n\n";
   if (!f.sysctl.empty()) {
     std::string conf;

@@ -540,4 +540,14 @@ CellTable client_join_requests_table(const Report& r, size_t max_rows) {
   return t;
 }
 
+std::string evidence_size_text(const model::Finding& finding) {
+  std::string out;
+  for (const model::EvidenceCount& c : finding.evidence_size) {
+    std::string unit = c.unit;
+    std::replace(unit.begin(), unit.end(), '_', ' ');
+    out += fmt::format("{}{:.0f} {}", out.empty() ? "" : ", ", std::floor(std::max(0.0, c.count)), unit);
+  }
+  return out;
+}
+
 }  // namespace ld::report

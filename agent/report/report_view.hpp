@@ -103,6 +103,8 @@ std::string causes_summary(const std::vector<CauseTime>& causes);
 std::string activity_text(const std::vector<model::ActivityStep>& steps);
 // "syscall=fsync, path=/var/log/app.log" (unescaped)
 std::string evidence_summary(const nlohmann::json& evidence);
+// "12 slow tokens, 340 samples": what a finding rests on ("" when its rule states nothing).
+std::string evidence_size_text(const model::Finding& finding);
 
 // The time-by-cause table of both human formats: a row per cause found in the slow first
 // tokens, the slow gaps or the typical token, in vocabulary order.

@@ -77,6 +77,43 @@ std::optional<std::vector<model::SysctlRec>> sysctl_lines(const Rule& rule, cons
   return lines;
 }
 
+// What the finding rests on: the counts of the first of the rule's support sets that reaches
+// every minimum, or of its first set when none does.
+struct Support {
+  bool enough = true;
+  std::vector<model::EvidenceCount> counts;
+};
+
+Support support_of(const Rule& rule, const FactSet& facts) {
+  Support first;
+  for (size_t i = 0; i < rule.support.size(); ++i) {
+    Support s;
+    for (const SupportCount& c : rule.support[i]) {
+      const Value v = c.count.evaluate(facts);
+      const double n = v.kind == Value::Kind::kNumber && std::isfinite(v.number) ? v.number : 0;
+      const SupportUnitInfo& unit = support_unit_info(c.unit);
+      s.counts.push_back({std::string(unit.name), n, unit.minimum});
+      s.enough = s.enough && n >= unit.minimum;
+    }
+    if (s.enough) return s;
+    if (i == 0) first = std::move(s);
+  }
+  return first;  // enough only when the rule states no support
+}
+
+// "2 slow tokens (3 needed)": the counts short of their minimum.
+std::string shortfall(const std::vector<model::EvidenceCount>& counts) {
+  std::string out;
+  for (const model::EvidenceCount& c : counts) {
+    if (c.count >= c.minimum) continue;
+    const auto* unit = std::find_if(kSupportUnits.begin(), kSupportUnits.end(),
+                                    [&](const SupportUnitInfo& u) { return u.name == c.unit; });
+    out += fmt::format("{}{:.0f} {} ({:.0f} needed)", out.empty() ? "" : " and ", std::floor(c.count),
+                       unit == kSupportUnits.end() ? std::string_view(c.unit) : unit->noun, c.minimum);
+  }
+  return out;
+}
+
 double cause_ms(const FactSet& facts, model::Cause cause) {
   const FactValue* v = facts.get(fmt::format("cause.{}.ms", model::cause_id(cause)));
   const double* ms = v ? std::get_if<double>(v) : nullptr;
@@ -127,6 +164,15 @@ std::vector<model::Finding> evaluate(const RuleSet& rules, const FactSet& facts,
     f.remedy = rule.remedy.render(facts);
     f.verify = rule.verify.render(facts, Template::Quoting::kShell);
     f.sysctl = std::move(*sysctl);
+    Support support = support_of(rule, facts);
+    f.evidence_size = std::move(support.counts);
+    if (!support.enough && f.severity != "info") {
+      f.capped_from = f.severity;
+      f.severity = "info";
+      f.evidence += fmt::format("{}Too little evidence for a {}: {}; info until a longer run shows it again.",
+                                f.evidence.empty() ? "" : " ", f.capped_from == "crit" ? "critical finding" : "warning",
+                                shortfall(f.evidence_size));
+    }
     findings.push_back(std::move(f));
   }
   sort_findings(findings, facts);

@@ -53,6 +53,7 @@ struct Expr::Node {
     kMin,
     kMax,
     kAbs,
+    kIf,
   };
   Op op = Op::kLiteral;
   Value literal;
@@ -410,7 +411,7 @@ class Parser {
     return n;
   }
 
-  // exists(NAME), fact("NAME"), default(a, b), min(a, ...), max(a, ...), abs(a)
+  // exists(NAME), fact("NAME"), default(a, b), min(a, ...), max(a, ...), abs(a), if(c, a, b)
   Node call(const Token& name) {
     Nest nest(*this, name.offset);
     take();  // (
@@ -442,7 +443,8 @@ class Parser {
       size_t min_args, max_args;
     };
     static const Fn kFunctions[] = {
-        {"default", Op::kDefault, 2, 2}, {"min", Op::kMin, 1, 16}, {"max", Op::kMax, 1, 16}, {"abs", Op::kAbs, 1, 1}};
+        {"default", Op::kDefault, 2, 2}, {"min", Op::kMin, 1, 16}, {"max", Op::kMax, 1, 16}, {"abs", Op::kAbs, 1, 1},
+        {"if", Op::kIf, 3, 3}};
     for (const Fn& fn : kFunctions) {
       if (name.text != fn.name) continue;
       if (args.size() < fn.min_args || args.size() > fn.max_args)
@@ -454,7 +456,7 @@ class Parser {
       return make(fn.op, std::move(args), name.offset);
     }
     throw ExprError(name.offset,
-                    fmt::format("unknown function '{}' (known: exists, fact, default, min, max, abs)", name.text));
+                    fmt::format("unknown function '{}' (known: exists, fact, default, min, max, abs, if)", name.text));
   }
 
   std::vector<Token> t_;
@@ -587,6 +589,11 @@ Value eval(const Node& n, const FactSet& facts) {
     case Op::kAbs: {
       const Value v = eval(n.kids[0], facts);
       return v.kind == Value::Kind::kNumber ? Value::of(std::fabs(v.number)) : Value::unknown();
+    }
+    case Op::kIf: {  // an unknown condition leaves the value unknown
+      const Value c = eval(n.kids[0], facts);
+      if (c.kind != Value::Kind::kBool) return Value::unknown();
+      return eval(n.kids[c.flag ? 1 : 2], facts);
     }
     default: return compare(n.op, eval(n.kids[0], facts), eval(n.kids[1], facts));
   }

@@ -28,6 +28,13 @@ const Rule* RuleSet::find(std::string_view id) const {
   return nullptr;
 }
 
+const SupportUnitInfo& support_unit_info(SupportUnit unit) { return kSupportUnits[static_cast<size_t>(unit)]; }
+static_assert([] {
+  for (size_t i = 0; i < kSupportUnits.size(); ++i)
+    if (static_cast<size_t>(kSupportUnits[i].unit) != i) return false;
+  return true;
+}());
+
 namespace {
 
 // The first segment of every fact name a producer writes (docs/rules.md); a name outside them
@@ -101,13 +108,15 @@ class RuleReader {
     r.remedy = text_template("remedy", true);
     r.verify = text_template("verify", true);
     if (const toml::node* list = t_.get("sysctl")) r.sysctl = sysctls(*list);
+    if (const toml::node* support = t_.get("support")) r.support = supports(*support);
     return r;
   }
 
  private:
   void check_keys() const {
     static const char* const kKeys[] = {"id",      "cause",   "severity", "scope",  "enabled", "title",  "condition",
-                                        "warn_if", "crit_if", "evidence", "remedy", "verify",  "sysctl", "sysctl_only"};
+                                        "warn_if", "crit_if", "evidence", "remedy", "verify",  "sysctl", "sysctl_only",
+                                        "support"};
     for (auto&& [key, value] : t_) {
       const std::string_view name = key.str();  // clang cannot capture a structured binding
       if (std::none_of(std::begin(kKeys), std::end(kKeys), [name](const char* k) { return name == k; }))
@@ -221,6 +230,45 @@ class RuleReader {
     return out;
   }
 
+  // support = {slow_tokens = "cause.gil.slow_tokens"}, or a list of such tables (any one suffices).
+  std::vector<SupportSet> supports(const toml::node& node) const {
+    if (const toml::table* one = node.as_table()) return {support_set(*one)};
+    const toml::array* list = node.as_array();
+    if (!list || list->empty())
+      throw RuleError(line_of(node), "support must be a table of unit = \"count\", or a list of them (any one suffices)");
+    std::vector<SupportSet> out;
+    for (const toml::node& item : *list) {
+      const toml::table* t = item.as_table();
+      if (!t) throw RuleError(line_of(item), "each support entry must be a table of unit = \"count\"");
+      out.push_back(support_set(*t));
+    }
+    return out;
+  }
+
+  SupportSet support_set(const toml::table& t) const {
+    SupportSet set;
+    for (auto&& [key, value] : t) {
+      const std::string_view unit = key.str();
+      const auto* info = std::find_if(kSupportUnits.begin(), kSupportUnits.end(),
+                                      [unit](const SupportUnitInfo& u) { return u.name == unit; });
+      if (info == kSupportUnits.end()) {
+        std::string known;
+        for (const SupportUnitInfo& u : kSupportUnits) known += fmt::format("{}{}", known.empty() ? "" : ", ", u.name);
+        throw RuleError(line_of(value), fmt::format("support: unknown unit '{}' (known: {})", unit, known));
+      }
+      if (!value.is_string())
+        throw RuleError(line_of(value), fmt::format("support.{} must be a string: an expression that counts", unit));
+      const std::string text = value.as_string()->get();
+      try {
+        set.push_back({info->unit, Expr::parse(text)});
+      } catch (const ExprError& e) {
+        throw RuleError(line_of(value), fmt::format("support.{}: {} ({})", unit, e.what(), near(text, e.offset())));
+      }
+    }
+    if (set.empty()) throw RuleError(line_of(t), "a support table needs at least one unit = \"count\"");
+    return set;
+  }
+
   const toml::table& t_;
   std::string_view text_;
 };
@@ -232,6 +280,8 @@ void check_fact_names(const Rule& r, RuleSet& set) {
   if (r.warn_if) add(r.warn_if->fact_names());
   if (r.crit_if) add(r.crit_if->fact_names());
   for (const Template* t : {&r.title, &r.evidence, &r.remedy, &r.verify}) add(t->fact_names());
+  for (const SupportSet& support : r.support)
+    for (const SupportCount& count : support) add(count.count.fact_names());
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   for (const std::string& name : names) {
@@ -249,6 +299,15 @@ void check_fact_names(const Rule& r, RuleSet& set) {
     }
     if (!problem.empty()) set.warnings.push_back({r.file, r.line, fmt::format("rule {}: {}", r.id, problem)});
   }
+}
+
+// A report rule that states no evidence size rises to warn or crit on a single slow token.
+void check_support(const Rule& r, RuleSet& set) {
+  if (r.scope != Scope::kReport || !r.support.empty()) return;
+  set.warnings.push_back({r.file, r.line,
+                          fmt::format("rule {}: no 'support' (what its finding rests on): its finding is not "
+                                      "held at info on thin evidence (docs/rules.md, \"Evidence size\")",
+                                      r.id)});
 }
 
 void add_rule(RuleSet& set, Rule rule) {
@@ -297,7 +356,10 @@ void load_rules_text(RuleSet& set, std::string_view text, const std::string& fil
       Rule rule = RuleReader(table, text).read();
       rule.file = file;
       rule.layer = set.layer;
-      if (rule.enabled) check_fact_names(rule, set);
+      if (rule.enabled) {
+        check_fact_names(rule, set);
+        check_support(rule, set);
+      }
       add_rule(set, std::move(rule));
     } catch (const RuleError& e) {
       const auto* id = table.get("id");

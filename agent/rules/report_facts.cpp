@@ -97,7 +97,7 @@ void outlier_facts(const model::Report& r, FactSet& facts) {
   double explained = 0;
   using model::Cause;
   std::array<double, model::kCauseCount> ms{}, max_ms{};
-  std::array<uint64_t, model::kCauseCount> top{}, material{};
+  std::array<uint64_t, model::kCauseCount> top{}, material{}, slow_tokens{};  // slow_tokens: top or material
   std::array<const model::CauseTime*, model::kCauseCount> strongest{};  // the outlier where C had most ms
   double total_ms = 0, own_ms = 0, own_threads = 0;
   GpuFacts gpu;
@@ -121,6 +121,8 @@ void outlier_facts(const model::Report& r, FactSet& facts) {
       }
     }
     if (!o.causes.empty()) ++top[static_cast<size_t>(o.causes.front().cause)];
+    for (const model::CauseTime& c : o.causes)
+      if (c.share >= kMaterialShare || &c == &o.causes.front()) ++slow_tokens[static_cast<size_t>(c.cause)];
     explained += std::min(known, 1.0);
   }
   if (const double contention = ms[static_cast<size_t>(Cause::kCpuContention)]; contention > 0) {
@@ -137,6 +139,7 @@ void outlier_facts(const model::Report& r, FactSet& facts) {
     const std::string prefix = fmt::format("cause.{}.", cause.id);
     facts.set(prefix + "outliers", top[i]);
     facts.set(prefix + "material", material[i]);
+    facts.set(prefix + "slow_tokens", slow_tokens[i]);
     facts.set(prefix + "ms", ms[i]);
     facts.set(prefix + "max_ms", max_ms[i]);
     facts.set(prefix + "share", total_ms > 0 ? ms[i] / total_ms : 0.0);
@@ -147,6 +150,7 @@ void outlier_facts(const model::Report& r, FactSet& facts) {
 }
 
 void typical_facts(const model::Report& r, FactSet& facts) {
+  facts.set("typical.windows", r.typical.windows);
   if (r.typical.windows == 0) return;
   if (r.typical.total_ms > 0) {
     double contention = 0;
@@ -228,6 +232,18 @@ void frames_facts(const model::Report& r, FactSet& facts) {
   facts.set("frames.top_share", top.mean_share);
   facts.set("frames.top_typical_share", top.frame.typical_share);
   facts.set("frames.top_kind", top.kind);
+  // How sure the comparison is: the top frame's pooled samples in the slow tokens against the
+  // typical token's, by Fisher's exact test and a Wilson interval (docs/attribution.md).
+  const uint64_t typical_samples = r.typical.frame_samples;
+  const auto typical_in_frame =
+      static_cast<uint64_t>(std::llround(top.frame.typical_share * static_cast<double>(typical_samples)));
+  facts.set("frames.top_samples", top.samples);
+  facts.set("frames.top_window_samples", top.window_samples);
+  facts.set("frames.typical_samples", typical_samples);
+  facts.set("frames.top_p", model::fisher_greater_p(top.samples, top.window_samples, typical_in_frame, typical_samples));
+  const model::Interval ci = model::wilson_interval(top.samples, top.window_samples);
+  facts.set("frames.top_share_low", ci.low);
+  facts.set("frames.top_share_high", ci.high);
   if (top.kind != "code") facts.set("frames." + top.kind, top.frame.function);
   if (s.top.size() > 1) {
     facts.set("frames.second", s.top[1].frame.function);

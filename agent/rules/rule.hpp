@@ -6,6 +6,7 @@
 // fails, a report carries them as warnings.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -32,6 +33,35 @@ struct SysctlSpec {
   Accept accept = Accept::kExact;
 };
 
+// What a finding's numbers rest on, counted in units a second run would count again. A rule
+// states one or more sets of counts (`support`); its finding rises above info only when every
+// count of one set reaches its unit's minimum (docs/rules.md, "Evidence size").
+enum class SupportUnit : uint8_t { kSlowTokens, kSamples, kRequests, kWindows, kEvents };
+struct SupportUnitInfo {
+  SupportUnit unit;
+  std::string_view name;  // the key in rule files and the report's evidence_size
+  double minimum;         // for a finding above info
+  std::string_view noun;  // in the evidence sentence
+};
+// Three slow tokens: one or two can be the same accident; three of one cause is a pattern a
+// second run repeats. Twenty samples: a share measured on fewer moves by 20 points from one
+// run to the next (the Wilson interval of 10/20 is 30-70%). Twenty token windows for a
+// typical-token figure, three requests for a per-request one, three counted kernel events.
+inline constexpr std::array<SupportUnitInfo, 5> kSupportUnits{{
+    {SupportUnit::kSlowTokens, "slow_tokens", 3, "slow tokens"},
+    {SupportUnit::kSamples, "samples", 20, "on-CPU samples"},
+    {SupportUnit::kRequests, "requests", 3, "requests"},
+    {SupportUnit::kWindows, "windows", 20, "token windows"},
+    {SupportUnit::kEvents, "events", 3, "events"},
+}};
+const SupportUnitInfo& support_unit_info(SupportUnit unit);
+
+struct SupportCount {
+  SupportUnit unit;
+  Expr count;  // a number; unknown counts as 0
+};
+using SupportSet = std::vector<SupportCount>;  // every count must reach its minimum
+
 struct Rule {
   std::string id;
   model::Cause cause = model::Cause::kUnknown;
@@ -43,6 +73,7 @@ struct Rule {
   std::optional<Expr> warn_if, crit_if;  // raise the severity when they hold
   Template title, evidence, remedy, verify;
   std::vector<SysctlSpec> sysctl;
+  std::vector<SupportSet> support;  // any one set suffices; empty: the rule states none
   std::string file;  // where it is defined
   uint32_t line = 0;
   int layer = 0;  // which directory it came from

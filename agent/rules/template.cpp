@@ -33,7 +33,7 @@ std::optional<int> decimals(const std::string& format, char kind) {
 }
 
 bool valid_format(const std::string& format) {
-  return format.empty() || format == "bytes" || format == "khz" || format == "sh" || decimals(format, 'f') ||
+  return format.empty() || format == "bytes" || format == "khz" || format == "sh" || format == "p" || decimals(format, 'f') ||
          decimals(format, '%');
 }
 
@@ -65,6 +65,7 @@ std::string format_number(double v, const std::string& format) {
   if (auto n = decimals(format, '%')) return fmt::format("{:.{}f}%", v * 100, *n);
   if (format == "bytes") return human_bytes(v);
   if (format == "khz") return human_khz(v);
+  if (format == "p") return v < 0.001 ? "p < 0.001" : fmt::format("p = {:.3f}", v);  // a test's p-value
   return default_number(v);
 }
 
@@ -135,7 +136,7 @@ Template Template::parse(std::string_view s) {
         p.format = std::string(inside.substr(colon + 1));
         if (!valid_format(p.format))
           throw ExprError(pos + 1 + colon + 1,
-                          fmt::format("unknown format '{}' (known: .Nf, .N%, bytes, khz, sh)", p.format));
+                          fmt::format("unknown format '{}' (known: .Nf, .N%, bytes, khz, p, sh)", p.format));
       }
       try {
         p.expr = Expr::parse(inside.substr(0, colon));
