@@ -292,7 +292,7 @@ void check_fact_names(const Rule& r, RuleSet& set) {
       problem = fmt::format("fact '{}' is not in any known namespace (docs/rules.md): it is never present", name);
     else if (report_fact && r.scope == Scope::kHost)
       problem = fmt::format("fact '{}' is a report fact: a host rule never sees it", name);
-    else if (first == "cause" || first == "typical") {
+    else if ((first == "cause" || first == "typical") && name != "typical.windows") {
       const size_t dot = name.find('.');
       const std::string cause = name.substr(dot + 1, name.find('.', dot + 1) - dot - 1);
       if (!model::parse_cause(cause)) problem = fmt::format("fact '{}': '{}' is not a cause id", name, cause);
