@@ -12,12 +12,12 @@ namespace ld::model {
 
 // A function named at the head of outliers' frames.
 struct TopFrame {
-  FrameShare frame;       // as in the first outlier that named it; share: the mean below
-  uint64_t outliers = 0;  // outliers whose first frame it is
-  double mean_share = 0;  // its share, averaged over those outliers
+  FrameShare frame;             // as in the first outlier that named it; share: the mean below
+  uint64_t outliers = 0;        // outliers whose first frame it is
+  double mean_share = 0;        // its share, averaged over those outliers
   uint64_t samples = 0;         // of those outliers' on-CPU samples with frames, the ones in it
   uint64_t window_samples = 0;  // those outliers' on-CPU samples with frames
-  std::string kind;       // what kind of code: json | logging | gc | tokenizer | code
+  std::string kind;             // what kind of code: json | logging | gc | tokenizer | code
 };
 
 struct FramesSummary {

@@ -257,7 +257,7 @@ struct Finding {
   std::string evidence;  // a sentence quoting the numbers
   std::string remedy;
   std::vector<SysctlRec> sysctl;
-  std::string verify;  // a shell command that confirms the diagnosis
+  std::string verify;                        // a shell command that confirms the diagnosis
   std::vector<EvidenceCount> evidence_size;  // empty: the rule states none (a host rule)
   std::string capped_from;  // "warn" or "crit": what the rule said, kept at info for too little evidence
 };

@@ -315,7 +315,8 @@ std::string finding_text(const Finding& f) {
   std::string out = kIndent + fmt::format("[{}] {}\n", printable(f.severity), printable(f.title));
   const std::string more = kIndent + "    ";
   if (!f.evidence.empty()) out += more + printable(f.evidence) + "\n";
-  if (const std::string size = evidence_size_text(f); !size.empty()) out += more + "evidence size: " + printable(size) + "\n";
+  if (const std::string size = evidence_size_text(f); !size.empty())
+    out += more + "evidence size: " + printable(size) + "\n";
   if (!f.remedy.empty()) out += more + "fix: " + printable(f.remedy) + "\n";
   for (const SysctlRec& s : f.sysctl) {
     out += more + fmt::format("sysctl {} = {} (now {})", printable(s.key), printable(s.value),

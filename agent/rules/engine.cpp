@@ -108,8 +108,10 @@ std::string shortfall(const std::vector<model::EvidenceCount>& counts) {
     if (c.count >= c.minimum) continue;
     const auto* unit = std::find_if(kSupportUnits.begin(), kSupportUnits.end(),
                                     [&](const SupportUnitInfo& u) { return u.name == c.unit; });
-    out += fmt::format("{}{:.0f} {} ({:.0f} needed)", out.empty() ? "" : " and ", std::floor(c.count),
-                       unit == kSupportUnits.end() ? std::string_view(c.unit) : unit->noun, c.minimum);
+    const double count = std::floor(c.count);
+    out += fmt::format("{}{:.0f} {}{} ({:.0f} needed)", out.empty() ? "" : " and ", count,
+                       unit == kSupportUnits.end() ? std::string_view(c.unit) : unit->noun, count == 1 ? "" : "s",
+                       c.minimum);
   }
   return out;
 }

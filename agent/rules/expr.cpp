@@ -442,9 +442,11 @@ class Parser {
       Op op;
       size_t min_args, max_args;
     };
-    static const Fn kFunctions[] = {
-        {"default", Op::kDefault, 2, 2}, {"min", Op::kMin, 1, 16}, {"max", Op::kMax, 1, 16}, {"abs", Op::kAbs, 1, 1},
-        {"if", Op::kIf, 3, 3}};
+    static const Fn kFunctions[] = {{"default", Op::kDefault, 2, 2},
+                                    {"min", Op::kMin, 1, 16},
+                                    {"max", Op::kMax, 1, 16},
+                                    {"abs", Op::kAbs, 1, 1},
+                                    {"if", Op::kIf, 3, 3}};
     for (const Fn& fn : kFunctions) {
       if (name.text != fn.name) continue;
       if (args.size() < fn.min_args || args.size() > fn.max_args)

@@ -114,9 +114,9 @@ class RuleReader {
 
  private:
   void check_keys() const {
-    static const char* const kKeys[] = {"id",      "cause",   "severity", "scope",  "enabled", "title",  "condition",
-                                        "warn_if", "crit_if", "evidence", "remedy", "verify",  "sysctl", "sysctl_only",
-                                        "support"};
+    static const char* const kKeys[] = {"id",     "cause",     "severity", "scope",       "enabled",
+                                        "title",  "condition", "warn_if",  "crit_if",     "evidence",
+                                        "remedy", "verify",    "sysctl",   "sysctl_only", "support"};
     for (auto&& [key, value] : t_) {
       const std::string_view name = key.str();  // clang cannot capture a structured binding
       if (std::none_of(std::begin(kKeys), std::end(kKeys), [name](const char* k) { return name == k; }))
@@ -235,7 +235,8 @@ class RuleReader {
     if (const toml::table* one = node.as_table()) return {support_set(*one)};
     const toml::array* list = node.as_array();
     if (!list || list->empty())
-      throw RuleError(line_of(node), "support must be a table of unit = \"count\", or a list of them (any one suffices)");
+      throw RuleError(line_of(node),
+                      "support must be a table of unit = \"count\", or a list of them (any one suffices)");
     std::vector<SupportSet> out;
     for (const toml::node& item : *list) {
       const toml::table* t = item.as_table();

@@ -44,12 +44,16 @@ void summary_facts(const model::Report& r, FactSet& facts) {
   }
 }
 
+// A cause that takes this share of a slow token's window counts for it (cause.C.material), even
+// when another cause took more: a finding for every cause that matters, not only the largest.
+constexpr double kMaterialShare = 0.2;
+
 // A GPU engine's slow tokens (facts from note_gpu_queue, note_gpu_state and the GIL walk,
 // window_facts.cpp): those whose time went to the host side while the GPU sat idle for most of the
 // window, those that ran on a throttled GPU, and the GIL waits an engine thread ended.
 struct GpuFacts {
   static constexpr double kIdleShare = 0.5;
-  uint64_t host_side = 0, throttled = 0;
+  uint64_t host_side = 0, throttled = 0, gil_engine = 0;  // gil_engine: slow tokens it mattered in
   double idle_ms = 0, max_idle_ms = 0, gil_engine_ms = 0, throttled_sm_min = 0;
   std::string throttle;  // the limits named, the first throttled outlier's
   bool seen = false;
@@ -59,7 +63,9 @@ struct GpuFacts {
     return it != o.facts.end() && it->is_number() ? it->get<double>() : 0.0;
   }
   void add(const model::Outlier& o) {
-    gil_engine_ms += number(o, "gil_engine_ms");
+    const double engine_ms = number(o, "gil_engine_ms");
+    gil_engine_ms += engine_ms;
+    if (engine_ms > 0 && engine_ms >= kMaterialShare * o.duration_ms) ++gil_engine;
     if (auto it = o.facts.find("gpu_throttled"); it != o.facts.end() && it->is_boolean() && it->get<bool>()) {
       const double sm = number(o, "gpu_sm_mhz");
       throttled_sm_min = throttled++ == 0 ? sm : std::min(throttled_sm_min, sm);
@@ -75,7 +81,10 @@ struct GpuFacts {
     max_idle_ms = std::max(max_idle_ms, idle);
   }
   void set(FactSet& facts) const {
-    if (gil_engine_ms > 0) facts.set("outliers.gil_engine_ms", gil_engine_ms);
+    if (gil_engine_ms > 0) {
+      facts.set("outliers.gil_engine_ms", gil_engine_ms);
+      facts.set("outliers.gil_engine", gil_engine);
+    }
     if (throttled) {
       facts.set("outliers.gpu_throttled", throttled);
       facts.set("outliers.gpu_throttled_sm_mhz", throttled_sm_min);
@@ -88,17 +97,13 @@ struct GpuFacts {
   }
 };
 
-// A cause that takes this share of a slow token's window counts for it (cause.C.material), even
-// when another cause took more: a finding for every cause that matters, not only the largest.
-constexpr double kMaterialShare = 0.2;
-
 void outlier_facts(const model::Report& r, FactSet& facts) {
   uint64_t ttft = 0;
   double explained = 0;
   using model::Cause;
   std::array<double, model::kCauseCount> ms{}, max_ms{};
   std::array<uint64_t, model::kCauseCount> top{}, material{}, slow_tokens{};  // slow_tokens: top or material
-  std::array<const model::CauseTime*, model::kCauseCount> strongest{};  // the outlier where C had most ms
+  std::array<const model::CauseTime*, model::kCauseCount> strongest{};        // the outlier where C had most ms
   double total_ms = 0, own_ms = 0, own_threads = 0;
   GpuFacts gpu;
   for (const model::Outlier& o : r.outliers) {
@@ -240,7 +245,8 @@ void frames_facts(const model::Report& r, FactSet& facts) {
   facts.set("frames.top_samples", top.samples);
   facts.set("frames.top_window_samples", top.window_samples);
   facts.set("frames.typical_samples", typical_samples);
-  facts.set("frames.top_p", model::fisher_greater_p(top.samples, top.window_samples, typical_in_frame, typical_samples));
+  facts.set("frames.top_p",
+            model::fisher_greater_p(top.samples, top.window_samples, typical_in_frame, typical_samples));
   const model::Interval ci = model::wilson_interval(top.samples, top.window_samples);
   facts.set("frames.top_share_low", ci.low);
   facts.set("frames.top_share_high", ci.high);

@@ -41,18 +41,18 @@ struct SupportUnitInfo {
   SupportUnit unit;
   std::string_view name;  // the key in rule files and the report's evidence_size
   double minimum;         // for a finding above info
-  std::string_view noun;  // in the evidence sentence
+  std::string_view noun;  // in the evidence sentence, singular ("slow token"); "s" makes the plural
 };
 // Three slow tokens: one or two can be the same accident; three of one cause is a pattern a
 // second run repeats. Twenty samples: a share measured on fewer moves by 20 points from one
 // run to the next (the Wilson interval of 10/20 is 30-70%). Twenty token windows for a
 // typical-token figure, three requests for a per-request one, three counted kernel events.
 inline constexpr std::array<SupportUnitInfo, 5> kSupportUnits{{
-    {SupportUnit::kSlowTokens, "slow_tokens", 3, "slow tokens"},
-    {SupportUnit::kSamples, "samples", 20, "on-CPU samples"},
-    {SupportUnit::kRequests, "requests", 3, "requests"},
-    {SupportUnit::kWindows, "windows", 20, "token windows"},
-    {SupportUnit::kEvents, "events", 3, "events"},
+    {SupportUnit::kSlowTokens, "slow_tokens", 3, "slow token"},
+    {SupportUnit::kSamples, "samples", 20, "on-CPU sample"},
+    {SupportUnit::kRequests, "requests", 3, "request"},
+    {SupportUnit::kWindows, "windows", 20, "token window"},
+    {SupportUnit::kEvents, "events", 3, "event"},
 }};
 const SupportUnitInfo& support_unit_info(SupportUnit unit);
 
@@ -74,7 +74,7 @@ struct Rule {
   Template title, evidence, remedy, verify;
   std::vector<SysctlSpec> sysctl;
   std::vector<SupportSet> support;  // any one set suffices; empty: the rule states none
-  std::string file;  // where it is defined
+  std::string file;                 // where it is defined
   uint32_t line = 0;
   int layer = 0;  // which directory it came from
 };

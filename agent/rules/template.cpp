@@ -33,8 +33,8 @@ std::optional<int> decimals(const std::string& format, char kind) {
 }
 
 bool valid_format(const std::string& format) {
-  return format.empty() || format == "bytes" || format == "khz" || format == "sh" || format == "p" || decimals(format, 'f') ||
-         decimals(format, '%');
+  return format.empty() || format == "bytes" || format == "khz" || format == "sh" || format == "p" ||
+         decimals(format, 'f') || decimals(format, '%');
 }
 
 std::string default_number(double v) {

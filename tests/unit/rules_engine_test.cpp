@@ -30,6 +30,7 @@ crit_if = "cause.disk_io.max_ms >= 300ms"
 evidence = "{cause.disk_io.syscall} took {cause.disk_io.max_ms:.0f} ms"
 remedy = "log asynchronously"
 verify = "strace -p {target.pid}"
+support = { slow_tokens = "cause.disk_io.slow_tokens" }
 )";
 
 RuleSet load(const std::string& text, const std::string& file = "test.toml") {
@@ -56,6 +57,7 @@ FactSet disk_facts(double max_ms) {
   f.set("cause.disk_io.max_ms", max_ms);
   f.set("cause.disk_io.ms", max_ms);
   f.set("cause.disk_io.syscall", "fsync");
+  f.set("cause.disk_io.slow_tokens", 3);  // the minimum for a finding above info
   f.set("target.pid", 4242);
   return f;
 }
@@ -148,7 +150,7 @@ TEST(RulesLoad, ABrokenRuleDoesNotTakeTheOthersWithIt) {
   const std::string broken = replace(replace(kDiskRule, "slow-fsync", "broken"), "severity = \"warn\"", "");
   const RuleSet set = load(std::string(kDiskRule) + broken);
   EXPECT_EQ(set.rules.size(), 1u);
-  EXPECT_EQ(only_error(set).rfind("test.toml:13: rule broken: rule has no 'severity'", 0), 0u) << only_error(set);
+  EXPECT_EQ(only_error(set).rfind("test.toml:14: rule broken: rule has no 'severity'", 0), 0u) << only_error(set);
 }
 
 TEST(RulesLoad, FileShapeProblems) {
@@ -161,7 +163,7 @@ TEST(RulesLoad, FileShapeProblems) {
   ASSERT_EQ(empty.warnings.size(), 1u);
   EXPECT_EQ(empty.warnings[0].to_string(), "test.toml: no [[rule]] in this file");
   const RuleSet sysctl = load(std::string(kDiskRule) + "[[rule.sysctl]]\nkey = \"vm swappiness\"\nvalue = 1\n");
-  EXPECT_EQ(only_error(sysctl).rfind("test.toml:13: rule slow-fsync: sysctl key 'vm swappiness'", 0), 0u)
+  EXPECT_EQ(only_error(sysctl).rfind("test.toml:14: rule slow-fsync: sysctl key 'vm swappiness'", 0), 0u)
       << only_error(sysctl);
 }
 
@@ -210,6 +212,49 @@ TEST(RulesEvaluate, FillsTheFindingAndRaisesSeverity) {
   EXPECT_TRUE(evaluate(set, disk_facts(10), Scope::kReport).empty());
   EXPECT_TRUE(evaluate(set, FactSet{}, Scope::kReport).empty());
   EXPECT_TRUE(evaluate(set, disk_facts(50), Scope::kHost).empty());  // a report rule
+}
+
+TEST(RulesEvaluate, AFindingWithTooLittleEvidenceStaysInfo) {
+  const RuleSet set = load(kDiskRule);
+  FactSet two_tokens = disk_facts(400);  // crit by its numbers, but from two slow tokens
+  two_tokens.set("cause.disk_io.slow_tokens", 2);
+  const auto thin = evaluate(set, two_tokens, Scope::kReport);
+  ASSERT_EQ(thin.size(), 1u);
+  EXPECT_EQ(thin[0].severity, "info");
+  EXPECT_EQ(thin[0].capped_from, "crit");
+  EXPECT_EQ(thin[0].evidence,
+            "fsync took 400 ms Too little evidence for a critical finding: 2 slow tokens (3 needed); info until a "
+            "longer run shows it again.");
+  ASSERT_EQ(thin[0].evidence_size.size(), 1u);
+  EXPECT_EQ(thin[0].evidence_size[0].unit, "slow_tokens");
+  EXPECT_EQ(thin[0].evidence_size[0].count, 2);
+  EXPECT_EQ(thin[0].evidence_size[0].minimum, 3);
+  two_tokens.set("cause.disk_io.slow_tokens", 1);
+  EXPECT_NE(evaluate(set, two_tokens, Scope::kReport).at(0).evidence.find("1 slow token (3 needed)"),
+            std::string::npos);  // singular
+  // Enough evidence: the rule's own severity, and the size still stated.
+  const auto enough = evaluate(set, disk_facts(400), Scope::kReport);
+  EXPECT_EQ(enough.at(0).severity, "crit");
+  EXPECT_TRUE(enough.at(0).capped_from.empty());
+  EXPECT_EQ(enough.at(0).evidence_size.at(0).count, 3);
+}
+
+TEST(RulesEvaluate, AnyOneSupportSetSuffices) {
+  const RuleSet set =
+      load(replace(kDiskRule, "support = { slow_tokens = \"cause.disk_io.slow_tokens\" }",
+                   "support = [{ slow_tokens = \"cause.disk_io.slow_tokens\" },\n"
+                   "           { samples = \"cause.disk_io.samples\", requests = \"cause.disk_io.requests\" }]"));
+  ASSERT_TRUE(set.errors.empty()) << only_error(set);
+  FactSet f = disk_facts(50);
+  f.set("cause.disk_io.slow_tokens", 1);
+  f.set("cause.disk_io.samples", 40);
+  f.set("cause.disk_io.requests", 2);  // the second set falls short on requests
+  EXPECT_EQ(evaluate(set, f, Scope::kReport).at(0).severity, "info");
+  f.set("cause.disk_io.requests", 3);
+  EXPECT_EQ(evaluate(set, f, Scope::kReport).at(0).severity, "warn");
+  EXPECT_EQ(only_error(load(replace(kDiskRule, "slow_tokens =", "tokens =")))
+                .rfind("test.toml:12: rule slow-fsync: support: unknown unit 'tokens'", 0),
+            0u);
 }
 
 TEST(RulesEvaluate, SysctlLinesShowTheCurrentValueAndDropWhatMatches) {
@@ -321,7 +366,7 @@ TEST(RulesApply, ReportGetsFindingsAndLoadProblemsAsWarnings) {
   o.request = "r1";
   o.duration_ms = 200;
   o.causes.push_back({ld::model::Cause::kDiskIo, 180, 0.9, {{"syscall", "fdatasync"}}});
-  report.outliers.push_back(o);
+  for (int i = 0; i < 3; ++i) report.outliers.push_back(o);  // three slow tokens: enough for a warning
   report.host = {{"facts", {{"sysctl.vm.swappiness", 60}}}};
   apply_rules(report, set, host_facts_of(report));
   ASSERT_EQ(report.findings.size(), 1u);
@@ -424,7 +469,10 @@ TEST(RulesCli, ReportAppliesRulesFromRulesDirs) {
   const auto report = nlohmann::json::parse(r.out);
   ASSERT_EQ(report["findings"].size(), 1u) << r.out;
   EXPECT_EQ(report["findings"][0]["rule"], "always-here");
-  EXPECT_EQ(report["findings"][0]["severity"], "warn");
+  // An empty trace has no slow token: the warning stays info, and the JSON says why.
+  EXPECT_EQ(report["findings"][0]["severity"], "info");
+  EXPECT_EQ(report["findings"][0]["capped_from"], "warn");
+  EXPECT_EQ(report["findings"][0]["evidence_size"], nlohmann::json({{"slow_tokens", 0}}));
   EXPECT_EQ(run_cli({"report", trace, "--rules", dir.path() + "/nope"}).status, 2);
   // A broken rule file is a warning in a report, not a failure.
   dir.write("broken.toml", "[[rule]]\nid = 'x'\n");

@@ -107,6 +107,11 @@ TEST(RulesExpr, ExistsAndDefault) {
   EXPECT_DOUBLE_EQ(eval("min(5, cause.disk_io.calls)").number, 3);
   EXPECT_DOUBLE_EQ(eval("abs(0 - 7)").number, 7);
   EXPECT_TRUE(eval("max(1, missing.x)").is_unknown());
+  EXPECT_DOUBLE_EQ(eval("if(cause.gil.share >= 40%, 20, 0)").number, 20);
+  EXPECT_DOUBLE_EQ(eval("if(cause.gil.share >= 50%, 20, 0)").number, 0);
+  EXPECT_TRUE(eval("if(missing.x > 1, 20, 0)").is_unknown());  // an unknown condition decides nothing
+  EXPECT_TRUE(eval("if(3, 1, 0)").is_unknown());                // a number is not a condition
+  EXPECT_NE(error_offset("if(true, 1)"), std::string::npos);
   FactSet odd;
   odd.set("nginx.upstream.my-app.timeout_ms", 60000);
   EXPECT_TRUE(holds("fact(\"nginx.upstream.my-app.timeout_ms\") == 60s", odd));
@@ -166,6 +171,10 @@ TEST(RulesTemplate, QuotesFactsWithFormats) {
   EXPECT_EQ(Template::parse("{cause.gil.share}").render(f), "0.43");
   EXPECT_EQ(Template::parse("{{literal}} {ttft.first_request_outlier}").render(f), "{literal} true");
   EXPECT_EQ(Template::parse("{'a:b'}").render(f), "a:b");  // a colon inside a string is not a format
+  FactSet tests;
+  tests.set("frames.top_p", 0.0074);
+  tests.set("frames.second_p", 0.00002);
+  EXPECT_EQ(Template::parse("{frames.top_p:p}; {frames.second_p:p}").render(tests), "p = 0.007; p < 0.001");
 }
 
 TEST(RulesTemplate, MissingFactsAndOptionalSegments) {

@@ -83,4 +83,27 @@ TEST(Stats, ArticleExampleStabilityBeatsMean) {
   EXPECT_DOUBLE_EQ(steady.stddev, 12);
 }
 
+// Reference values: the closed forms computed exactly (Python's fractions and math.comb).
+TEST(Stats, WilsonIntervalOfAProportion) {
+  const Interval half = wilson_interval(10, 20);
+  EXPECT_NEAR(half.low, 0.2993, 1e-4);  // 10 of 20 could be anything from 30% to 70%
+  EXPECT_NEAR(half.high, 0.7007, 1e-4);
+  EXPECT_NEAR(wilson_interval(0, 10).low, 0, 1e-12);
+  EXPECT_NEAR(wilson_interval(0, 10).high, 0.2775, 1e-4);
+  EXPECT_NEAR(wilson_interval(2, 2).low, 0.3424, 1e-4);  // two of two samples: barely above a third
+  EXPECT_EQ(wilson_interval(2, 2).high, 1);
+  EXPECT_EQ(wilson_interval(0, 0).low, 0);  // no samples: no knowledge
+  EXPECT_EQ(wilson_interval(0, 0).high, 1);
+}
+
+TEST(Stats, FisherExactTestOneSided) {
+  EXPECT_NEAR(fisher_greater_p(3, 4, 1, 4), 17.0 / 70, 1e-12);  // Fisher's tea-tasting table
+  EXPECT_NEAR(fisher_greater_p(12, 24, 1000, 4000), 0.0074079, 1e-6);
+  EXPECT_NEAR(fisher_greater_p(1, 2, 700, 1400), 0.7501784, 1e-6);  // 1 of 2 samples against 50%: nothing
+  EXPECT_LT(fisher_greater_p(46, 48, 0, 4000), 1e-100);
+  EXPECT_EQ(fisher_greater_p(0, 5, 0, 5), 1);
+  EXPECT_EQ(fisher_greater_p(0, 0, 3, 10), 1);    // no samples in the first group
+  EXPECT_EQ(fisher_greater_p(9, 5, 0, 5), fisher_greater_p(5, 5, 0, 5));  // counts past the total are clamped
+}
+
 }  // namespace
