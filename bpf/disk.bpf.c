@@ -11,6 +11,10 @@
  *    (then kblockd or a plug flush issues it).  Others are only counted.
  * 3. Dirty-page throttling: balance_dirty_pages() putting a target thread to
  *    sleep because it dirties pages faster than they are written back.
+ * 4. Writes to regular files (write, pwrite64, writev, pwritev, pwritev2) that
+ *    took ld_file_write_min_ns or more: the page-cache copy of a logger's
+ *    record is on-CPU, and is disk IO to the SRE all the same.  Socket and
+ *    pipe writes (every token sent) are let through after one inode read.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -21,6 +25,10 @@
 #include "syscall_timing.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
+
+/* A file write shorter than this is not emitted: a log line takes microseconds,
+ * and a stall a token feels is a millisecond or more.  Set before load. */
+const volatile __u64 ld_file_write_min_ns = 100000;
 
 /* ------------------------------------------------------------- file path */
 
@@ -237,6 +245,68 @@ LD_SYNC(sync_file_range, LD_SYS_SYNC_FILE_RANGE, LD_ARG(0), LD_ARG(2), 1)
 /* msync(addr, len, flags): no fd, so no path */
 LD_SYNC(msync, LD_SYS_MSYNC, LD_ARG(0), LD_ARG(1), 0)
 LD_SYNC(sync, LD_SYS_SYNC, 0, 0, 0)
+
+/* ---------------------------------------------------------- file writes */
+
+#define LD_S_IFMT 00170000
+#define LD_S_IFREG 0100000
+
+static __always_inline int ld_is_regular_file(__u32 fd)
+{
+	struct file *f = ld_file_of_fd(fd);
+	umode_t mode;
+
+	if (!f)
+		return 0;
+	mode = BPF_CORE_READ(f, f_inode, i_mode);
+	return (mode & LD_S_IFMT) == LD_S_IFREG;
+}
+
+static __always_inline int ld_write_enter(__u32 kind, __u64 fd)
+{
+	if (!ld_is_target(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	if (ld_is_regular_file(fd))
+		ld_sc_enter(kind, fd, 0);
+	return 0;
+}
+
+/* The path is read at exit, and only for the long writes: the fd is still the
+ * same file (a close in another thread meanwhile would make it "", never
+ * another file's contents: names only). */
+static __always_inline int ld_write_exit(long ret)
+{
+	struct ld_sc_inflight in;
+
+	if (!ld_is_target(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	if (!ld_sc_take(&in))
+		return 0;
+	if (bpf_ktime_get_ns() - in.start_ns < ld_file_write_min_ns)
+		return 0;
+	in.arg1 = ret > 0 ? ret : 0;
+	ld_remember_path(in.arg0);
+	ld_sync_emit(&in, ret);
+	return 0;
+}
+
+#define LD_WRITE(name, kind)                                                 \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                          \
+	int ld_enter_##name(struct trace_event_raw_sys_enter *ctx)           \
+	{                                                                    \
+		return ld_write_enter(kind, LD_ARG(0));                      \
+	}                                                                    \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                           \
+	int ld_exit_##name(struct trace_event_raw_sys_exit *ctx)             \
+	{                                                                    \
+		return ld_write_exit(ctx->ret);                              \
+	}
+
+LD_WRITE(write, LD_SYS_WRITE)
+LD_WRITE(pwrite64, LD_SYS_PWRITE64)
+LD_WRITE(writev, LD_SYS_WRITEV)
+LD_WRITE(pwritev, LD_SYS_PWRITEV)
+LD_WRITE(pwritev2, LD_SYS_PWRITEV2)
 
 /* ---------------------------------------------------------- block requests */
 

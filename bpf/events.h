@@ -382,6 +382,10 @@ enum ld_syscall_kind {
 	/* writeback/balance_dirty_pages: the thread was put to sleep for dirtying pages
 	 * faster than the disk writes them.  dur_ns = the pause the kernel chose. */
 	LD_SYS_DIRTY_THROTTLE = 22,
+	/* Writes to a regular file (the page-cache copy, and any wait inside it) that took at
+	 * least the disk probe's ld_file_write_min_ns: arg0 = fd, arg1 = bytes written (ret),
+	 * the file's path after the record as for the sync kinds. */
+	LD_SYS_WRITE = 23, LD_SYS_PWRITE64, LD_SYS_WRITEV, LD_SYS_PWRITEV, LD_SYS_PWRITEV2,
 	/* 33 was a futex wake kind that no probe wrote: not to be reused. */
 	LD_SYS_FUTEX_WAIT = 32, LD_SYS_FUTEX_LOCK_PI = 34,
 	/* 48-50 were sleep kinds that no probe wrote (a sleep is in the sched probe's off-CPU

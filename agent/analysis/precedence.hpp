@@ -18,7 +18,7 @@ namespace ld::analysis {
 enum class Timed : uint8_t {
   kReclaim,     // direct reclaim or compaction in the thread's context (reclaim probe)
   kGilWait,     // a futex wait on the GIL's word (futex or GIL probe)
-  kSyncCall,    // fsync family, sync_file_range, msync, dirty-page throttling (disk probe)
+  kSyncCall,    // fsync family, sync_file_range, msync, dirty-page throttling, file writes (disk probe)
   kMemoryCall,  // mmap, munmap, brk, mremap, madvise, and the summed small ones (memory probe)
   kLockWait,    // a futex wait on any other word (futex probe)
   kCount
@@ -37,7 +37,7 @@ inline constexpr std::array<PrecedenceRow, kTimedKinds> kPrecedence{{
      "happens inside another call (an mmap, a write, a fault): the deeper cause"},
     {Timed::kGilWait, model::Cause::kGil, "futex wait on the GIL",
      "timed to the address: certain, and a GIL wait is never a lock held for other work"},
-    {Timed::kSyncCall, model::Cause::kDiskIo, "sync call or dirty throttling",
+    {Timed::kSyncCall, model::Cause::kDiskIo, "sync call, dirty throttling, write to a file",
      "one call of the thread, timed entry to exit"},
     {Timed::kMemoryCall, model::Cause::kKvAlloc, "memory call",
      "timed too, but the summed small calls are placed only roughly (from the first one on)"},

@@ -9,7 +9,8 @@
 namespace ld::analysis {
 
 bool is_memory_kind(uint32_t kind) { return kind >= LD_SYS_MMAP && kind <= LD_SYS_MEM_AGG; }
-bool is_disk_kind(uint32_t kind) { return kind >= LD_SYS_FSYNC && kind <= LD_SYS_DIRTY_THROTTLE; }
+bool is_disk_kind(uint32_t kind) { return kind >= LD_SYS_FSYNC && kind <= LD_SYS_PWRITEV2; }
+bool is_file_write_kind(uint32_t kind) { return kind >= LD_SYS_WRITE && kind <= LD_SYS_PWRITEV2; }
 bool is_futex_kind(uint32_t kind) { return kind == LD_SYS_FUTEX_WAIT || kind == LD_SYS_FUTEX_LOCK_PI; }
 bool grows_mapping(uint32_t kind) { return kind == LD_SYS_MMAP || kind == LD_SYS_BRK || kind == LD_SYS_MREMAP; }
 
@@ -28,10 +29,21 @@ const char* syscall_kind_name(uint32_t kind) {
     case LD_SYS_SYNC: return "sync";
     case LD_SYS_SYNCFS: return "syncfs";
     case LD_SYS_DIRTY_THROTTLE: return "dirty page throttling";
+    case LD_SYS_WRITE: return "write";
+    case LD_SYS_PWRITE64: return "pwrite64";
+    case LD_SYS_WRITEV: return "writev";
+    case LD_SYS_PWRITEV: return "pwritev";
+    case LD_SYS_PWRITEV2: return "pwritev2";
     case LD_SYS_FUTEX_WAIT: return "futex";
     case LD_SYS_FUTEX_LOCK_PI: return "futex_lock_pi";
     default: return "syscall";
   }
+}
+
+void describe_disk_call(const Syscall& call, nlohmann::json& strings) {
+  strings["syscall"] = syscall_kind_name(call.kind);
+  if (!call.path.empty()) strings["path"] = call.path;
+  if (is_file_write_kind(call.kind)) strings["bytes"] = call.arg1;  // written by that call
 }
 
 bool is_server_thread(const EvidenceStore& store, const std::set<uint32_t>& targets, uint32_t tid, uint32_t tgid) {

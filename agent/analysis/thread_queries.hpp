@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "analysis/evidence.hpp"
 #include "analysis/walk_thresholds.hpp"
 #include "util/search.hpp"
@@ -46,12 +48,15 @@ void for_overlapping(const V& items, size_t& hint, uint64_t longest, uint64_t a,
 
 // The timed call kinds (enum ld_syscall_kind) by what they are.
 bool is_memory_kind(uint32_t kind);
-bool is_disk_kind(uint32_t kind);
+bool is_disk_kind(uint32_t kind);  // the sync family, dirty throttling and file writes
+bool is_file_write_kind(uint32_t kind);
 bool is_futex_kind(uint32_t kind);
 // Calls whose length argument is memory being mapped (munmap/madvise give memory back).
 bool grows_mapping(uint32_t kind);
 // "fsync", "small memory calls"...
 const char* syscall_kind_name(uint32_t kind);
+// A disk call's evidence strings: its syscall and file, and a write's bytes.
+void describe_disk_call(const Syscall& call, nlohmann::json& strings);
 
 // A thread of the server: of a target process, or one the trace holds evidence of.
 bool is_server_thread(const EvidenceStore& store, const std::set<uint32_t>& targets, uint32_t tid, uint32_t tgid);

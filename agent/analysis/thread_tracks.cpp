@@ -8,6 +8,7 @@
 
 #include "analysis/record_view.hpp"
 #include "analysis/syscalls.hpp"
+#include "analysis/thread_queries.hpp"
 #include "events.h"
 
 namespace ld::analysis {
@@ -40,6 +41,12 @@ std::string syscall_detail(const ld_syscall& ev, const std::string& path) {
     case LD_SYS_SYNC: return "sync";
     case LD_SYS_SYNCFS: return "syncfs" + on_path;
     case LD_SYS_DIRTY_THROTTLE: return "dirty-page throttling (balance_dirty_pages)";
+    case LD_SYS_WRITE:
+    case LD_SYS_PWRITE64:
+    case LD_SYS_WRITEV:
+    case LD_SYS_PWRITEV:
+    case LD_SYS_PWRITEV2:
+      return fmt::format("{} {}{}", syscall_kind_name(ev.kind), mib_text(ev.arg1), path.empty() ? "" : " to " + path);
     case LD_SYS_FUTEX_WAIT: return fmt::format("futex wait on {:#x}", ev.arg0);
     case LD_SYS_FUTEX_LOCK_PI: return fmt::format("futex lock_pi on {:#x}", ev.arg0);
     default: return "";  // MEM_AGG sums many calls, FUTEX_WAKE does not wait

@@ -50,6 +50,7 @@ class Walker {
     Intervals all;
     const Syscall* biggest_memory = nullptr;
     const Syscall* biggest_sync = nullptr;
+    Intervals file_writes;  // of the sync-call spans, the writes to regular files
   };
   // What a block's own evidence says it waited for (before asking who ended it).
   struct BlockClass {

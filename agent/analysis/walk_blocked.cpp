@@ -20,10 +20,7 @@ namespace {
 void describe_timed(const PrecedenceRow& row, const Syscall* call, nlohmann::json& strings) {
   switch (row.evidence) {
     case Timed::kReclaim: strings["kind"] = "direct reclaim"; break;
-    case Timed::kSyncCall:
-      strings["syscall"] = syscall_kind_name(call->kind);
-      if (!call->path.empty()) strings["path"] = call->path;
-      break;
+    case Timed::kSyncCall: describe_disk_call(*call, strings); break;
     case Timed::kMemoryCall: strings["syscall"] = syscall_kind_name(call->kind); break;
     case Timed::kLockWait: strings["uaddr"] = fmt::format("{:#x}", call->arg0); break;
     case Timed::kGilWait:
@@ -98,7 +95,11 @@ void Walker::blocked(const ThreadEvidence& t, const OffCpu& off, uint64_t a, uin
   if (block.cause == Cause::kDiskIo || block.cause == Cause::kKvAlloc || block.cause == Cause::kSwapReclaim) {
     acc.charge(block.cause, len);
     const bool calls = block.cause == Cause::kKvAlloc;
-    const char* sum_key = block.cause == Cause::kDiskIo ? "sync_ms" : calls ? "calls" : "reclaim_ms";
+    // Disk IO: time in a write to a file (the page-cache copy) apart from the flushes.
+    const bool file_write = block.call && is_file_write_kind(block.call->kind);
+    const char* sum_key = block.cause == Cause::kDiskIo ? (file_write ? "write_ms" : "sync_ms")
+                          : calls                       ? "calls"
+                                                        : "reclaim_ms";
     acc.note(block.cause, len, std::move(block.strings), {{sum_key, calls ? 1.0 : util::ns_to_ms(len)}});
     return;
   }

@@ -54,6 +54,18 @@ uint64_t take(WindowAccount& acc, Cause cause, uint64_t ns, uint64_t& left) {
   return ns;
 }
 
+// Disk IO on CPU: the sync calls' time apart from the writes' page-cache copy (`only`'s part in
+// `file_writes`); `ns` may be less than `only` when the window had less left.
+void note_disk_on_cpu(WindowAccount& acc, const Syscall& biggest, uint64_t ns, const Intervals& only,
+                      const Intervals& file_writes) {
+  nlohmann::json strings;
+  describe_disk_call(biggest, strings);
+  const uint64_t copy = file_writes.empty() ? 0 : std::min(ns, only.total() - only.minus(file_writes).total());
+  acc.note(Cause::kDiskIo, ns, std::move(strings), {});
+  if (ns > copy) acc.note(Cause::kDiskIo, 0, {}, {{"sync_ms", util::ns_to_ms(ns - copy)}});
+  if (copy) acc.note(Cause::kDiskIo, 0, {}, {{"write_ms", util::ns_to_ms(copy)}});
+}
+
 }  // namespace
 
 void Walker::running(const ThreadEvidence* t, uint64_t a, uint64_t b, const Frame& f) {
@@ -131,12 +143,14 @@ void Walker::collect_cover(const ThreadEvidence& t, uint64_t a, uint64_t b, Cove
           if (longer(cover.biggest_memory, s)) cover.biggest_memory = &s;
         } else if (is_disk_kind(s.kind)) {
           clip_into(Timed::kSyncCall, s.start_ns, s.end_ns);
+          if (is_file_write_kind(s.kind)) cover.file_writes.add(std::max(a, s.start_ns), std::min(b, s.end_ns));
           if (longer(cover.biggest_sync, s)) cover.biggest_sync = &s;
         } else if (is_futex_kind(s.kind)) {
           const bool gil = store_.is_gil_address(t.tgid, s.arg0);
           clip_into(gil ? Timed::kGilWait : Timed::kLockWait, s.start_ns, s.end_ns);
         }
       });
+  cover.file_writes.normalise();
   // Each row keeps what the rows above it left. Most running spans overlap no timed call:
   // empty sets cost no interval arithmetic.
   for (const PrecedenceRow& row : kPrecedence) {
@@ -175,9 +189,7 @@ uint64_t Walker::timed_on_cpu(const ThreadEvidence& t, uint64_t a, uint64_t b, u
         break;
       case Timed::kSyncCall:
         if (const uint64_t ns = take(acc, row.cause, only.total(), left); ns && cover.biggest_sync)
-          acc.note(row.cause, ns,
-                   {{"syscall", syscall_kind_name(cover.biggest_sync->kind)}, {"path", cover.biggest_sync->path}},
-                   {{"sync_ms", util::ns_to_ms(ns)}});
+          note_disk_on_cpu(acc, *cover.biggest_sync, ns, only, cover.file_writes);
         break;
       case Timed::kGilWait: {
         // Short GIL waits (under the scheduler's threshold: no waker is known) while an engine

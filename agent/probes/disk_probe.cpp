@@ -1,5 +1,5 @@
-// disk: fsync-family times with the file, block request latency, dirty throttling of the
-// targets (bpf/disk.bpf.c).
+// disk: fsync-family times with the file, block request latency, dirty throttling and long
+// writes to regular files of the targets (bpf/disk.bpf.c).
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
@@ -55,7 +55,8 @@ class DiskProbe : public Probe {
     std::string d =
         "fsync/fdatasync/sync_file_range/msync/sync/syncfs syscall tracepoints with "
         "the file's path (dentry names), block_rq_issue/complete of requests issued "
-        "or queued by the targets, writeback/balance_dirty_pages pauses";
+        "or queued by the targets, writeback/balance_dirty_pages pauses, writes to regular files "
+        "(write/pwrite64/writev/pwritev/pwritev2) of 100 us or more with the file";
     if (!missing_.empty()) d += "; not on this kernel: " + missing_;
     return d;
   }

@@ -356,6 +356,25 @@ TEST(RealStack, FastApiLoggerThatAllocatesWritesAndFsyncsNamesBoth) {
   EXPECT_TRUE(has_finding(o.report, "kv_alloc")) << o.report["findings"].dump(1);
 }
 
+// A logger that writes tens of MiB from a buffer it keeps and fsyncs them: the write's page-cache
+// copy runs on CPU, the flush blocks; both are disk IO with one remedy.
+TEST(RealStack, FastApiLoggerThatWritesAndFsyncsIsDiskIo) {
+  REQUIRE_FASTAPI();
+  Child server(fastapi_server({"--log-every", "10", "--log-mib", "64"}));
+  Outcome o = run_scenario("fastapi disk_io (64 MiB written from a kept buffer and fsync'd every 10 tokens)", "disk_io",
+                           server, [](int port) { load(port, 4, 1, 30); });
+  expect_cause_on_top(o, 4, "disk_io");
+  for (const auto& out : o.report["outliers"]) {
+    const json* disk = nullptr;
+    for (const auto& c : out["causes"])
+      if (c["cause"] == "disk_io") disk = &c;
+    if (!disk) continue;
+    const json& ev = (*disk)["evidence"];
+    EXPECT_GT(ev.value("write_ms", 0.0), 0) << ev.dump();  // the copy is named apart from the flush
+    EXPECT_NE(ev.value("path", "").find("fastapi-engine-"), std::string::npos) << ev.dump();
+  }
+}
+
 TEST(RealStack, BatchEngineCleanRunIsItsCompute) {
   REQUIRE_BPF();
   // One worker: with the engine loop and the connection threads that fits two CPUs; two

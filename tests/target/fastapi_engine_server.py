@@ -9,7 +9,10 @@ loop with call_soon_threadsafe; the endpoint streams them from an async generato
 
   --loop-python-ms MS --loop-every N   pure-Python work in the event loop every N tokens (compute)
   --sleep-ms MS --sleep-every N        the engine thread sleeps every N tokens (app_wait)
-  --fsync-every N --fsync-mib MIB      the engine thread logs MIB and fsyncs every N tokens (disk_io)
+  --fsync-every N --fsync-mib MIB      the engine thread builds a fresh MIB record, logs it and fsyncs
+                                       every N tokens (disk_io and kv_alloc: the record's new pages)
+  --log-every N --log-mib MIB          the engine thread writes MIB from a buffer it keeps to a log and
+                                       fsyncs every N tokens (disk_io: the page-cache copy and the flush)
   --lock-hold-ms MS                    a metrics thread holds a threading.Lock the engine takes per
                                        token for MS every --lock-period-ms, hashing in C with the
                                        GIL released (lock_contention)
@@ -75,6 +78,16 @@ def log_and_fsync(path, mib):
         os.fsync(f.fileno())
 
 
+LOG_BUFFER = None  # --log-mib of kept (already faulted) pages
+
+
+def log_kept_buffer_and_fsync(path):
+    with open(path, "ab") as f:
+        f.write(LOG_BUFFER)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def engine(loop, queue, tokens):
     """One request's token generator: runs in its own thread."""
     log_path = os.path.join(tempfile.gettempdir(), f"fastapi-engine-{os.getpid()}.log")
@@ -86,6 +99,8 @@ def engine(loop, queue, tokens):
             time.sleep(ARGS.sleep_ms / 1000.0)
         if ARGS.fsync_every and (i + 1) % ARGS.fsync_every == 0:
             log_and_fsync(log_path, ARGS.fsync_mib)
+        if ARGS.log_every and (i + 1) % ARGS.log_every == 0:
+            log_kept_buffer_and_fsync(log_path)
         loop.call_soon_threadsafe(queue.put_nowait, i)
     loop.call_soon_threadsafe(queue.put_nowait, None)
 
@@ -155,12 +170,17 @@ def main():
     p.add_argument("--sleep-every", type=int, default=12)
     p.add_argument("--fsync-every", type=int, default=0)
     p.add_argument("--fsync-mib", type=int, default=16)
+    p.add_argument("--log-every", type=int, default=0)
+    p.add_argument("--log-mib", type=int, default=32)
     p.add_argument("--lock-hold-ms", type=float, default=0)
     p.add_argument("--lock-period-ms", type=float, default=1000)
     p.add_argument("--gil-hog-ms", type=float, default=0)
     p.add_argument("--gil-hog-period-ms", type=float, default=1500)
     ARGS = p.parse_args()
     calibrate()
+    global LOG_BUFFER
+    if ARGS.log_every:
+        LOG_BUFFER = bytearray(b"\x6c" * (ARGS.log_mib << 20))  # touched now: no page faults later
     if ARGS.lock_hold_ms:
         threading.Thread(target=metrics_thread, daemon=True).start()
     if ARGS.gil_hog_ms:
