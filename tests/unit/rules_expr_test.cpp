@@ -110,7 +110,7 @@ TEST(RulesExpr, ExistsAndDefault) {
   EXPECT_DOUBLE_EQ(eval("if(cause.gil.share >= 40%, 20, 0)").number, 20);
   EXPECT_DOUBLE_EQ(eval("if(cause.gil.share >= 50%, 20, 0)").number, 0);
   EXPECT_TRUE(eval("if(missing.x > 1, 20, 0)").is_unknown());  // an unknown condition decides nothing
-  EXPECT_TRUE(eval("if(3, 1, 0)").is_unknown());                // a number is not a condition
+  EXPECT_TRUE(eval("if(3, 1, 0)").is_unknown());               // a number is not a condition
   EXPECT_NE(error_offset("if(true, 1)"), std::string::npos);
   FactSet odd;
   odd.set("nginx.upstream.my-app.timeout_ms", 60000);

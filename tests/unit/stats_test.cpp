@@ -102,7 +102,7 @@ TEST(Stats, FisherExactTestOneSided) {
   EXPECT_NEAR(fisher_greater_p(1, 2, 700, 1400), 0.7501784, 1e-6);  // 1 of 2 samples against 50%: nothing
   EXPECT_LT(fisher_greater_p(46, 48, 0, 4000), 1e-100);
   EXPECT_EQ(fisher_greater_p(0, 5, 0, 5), 1);
-  EXPECT_EQ(fisher_greater_p(0, 0, 3, 10), 1);    // no samples in the first group
+  EXPECT_EQ(fisher_greater_p(0, 0, 3, 10), 1);                            // no samples in the first group
   EXPECT_EQ(fisher_greater_p(9, 5, 0, 5), fisher_greater_p(5, 5, 0, 5));  // counts past the total are clamped
 }
 
