@@ -19,6 +19,7 @@ PACKAGES=(
   libgtest-dev util-linux              # tests (setpriv drops privileges in one)
   nginx-light                          # tests: a real proxy in front of the sample server
   python3.11 python3-fastapi python3-uvicorn   # tests: Python targets (frames, gil), a FastAPI server
+  python3-zmq                          # tests: a two-process server shaped like vLLM v1 (ZMQ IPC)
   prometheus                           # tests: a real Prometheus scraping serve
   protobuf-compiler python3-protobuf   # tests: OTLP bodies decoded with the OTLP .proto files
 )

@@ -68,15 +68,36 @@ HandoffModel HandoffModel::learn(const EvidenceStore& store, const std::set<uint
     w.gaps += r.gaps;
     counter.count(tid, r.a, r.b, w.count);
   };
-  for (const TypicalRun& r : runs) learn_run(r.tid, r);
+  std::map<uint32_t, std::set<size_t>> runs_of;  // thread -> the runs it was learned over
+  for (size_t i = 0; i < runs.size(); ++i) {
+    runs_of[runs[i].tid].insert(i);
+    learn_run(runs[i].tid, runs[i]);
+  }
   for (auto& [tid, w] : model.by_thread_) decide(w);
-  // The producers' own hand-offs over the same runs, decided from what the first pass found.
-  std::set<uint32_t> token_threads;
-  for (const TypicalRun& r : runs) token_threads.insert(r.tid);
-  for (const TypicalRun& r : runs)
-    for (uint32_t producer : model.producers_of(r.tid))
-      if (!token_threads.count(producer)) learn_run(producer, r);
-  for (auto& [tid, w] : model.by_thread_) decide(w);
+  // The producers' own hand-offs over their consumers' runs, level by level up the chain: a
+  // token handed from an engine process's loop to its ZMQ I/O thread, to the API process's I/O
+  // thread, to the event loop that sends it is three levels.
+  std::set<uint32_t> frontier;
+  for (const TypicalRun& r : runs) frontier.insert(r.tid);
+  const std::set<uint32_t> token_threads = frontier;
+  for (int level = 1; level < thresholds::kMaxWakerDepth && !frontier.empty(); ++level) {
+    std::map<uint32_t, std::set<size_t>> fresh;
+    for (uint32_t consumer : frontier)
+      for (uint32_t producer : model.producers_of(consumer)) {
+        if (token_threads.count(producer)) continue;
+        for (size_t i : runs_of[consumer])
+          if (!runs_of[producer].count(i)) fresh[producer].insert(i);
+      }
+    frontier.clear();
+    for (const auto& [producer, fresh_runs] : fresh) {
+      for (size_t i : fresh_runs) {
+        runs_of[producer].insert(i);
+        learn_run(producer, runs[i]);
+      }
+      frontier.insert(producer);
+    }
+    for (auto& [tid, w] : model.by_thread_) decide(w);
+  }
   return model;
 }
 

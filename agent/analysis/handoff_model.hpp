@@ -24,8 +24,9 @@ struct TypicalRun {
 class HandoffModel {
  public:
   // Who ends the token threads' waits in their typical runs, then who ends their producers'
-  // waits over the same runs (an engine loop that waits for its worker pool each step is handed
-  // its work the same way).
+  // waits over the same runs, up to the walk's depth (an engine loop that waits for its worker
+  // pool each step is handed its work the same way; so is an API process's I/O thread by an
+  // engine process's).
   static HandoffModel learn(const EvidenceStore& store, const std::set<uint32_t>& targets,
                             const std::vector<TypicalRun>& runs);
 

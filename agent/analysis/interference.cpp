@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/stats.hpp"
 #include "util/spans.hpp"
 #include "util/time.hpp"
 
@@ -21,6 +22,11 @@ namespace {
 constexpr int kProducerLevels = 4;
 // The interfering requests the evidence lists (the largest prompts).
 constexpr size_t kListed = 8;
+// A prompt this much above the median prompt is a long one: its prefill makes a step longer
+// than the steps a typical token already pays for. Prompts of the usual size never interfere:
+// with every prompt alike, what looks like another's prefill is the server's own work (an
+// event loop busy in Python delays every first token too).
+constexpr double kLongPromptFactor = 1.5;
 
 using util::Spans;
 
@@ -65,6 +71,9 @@ BatchInterference::BatchInterference(const model::Timeline& requests, const mode
     longest_ = std::max(longest_, r.token_ns.front() - r.start_ns);
   }
   std::sort(prefills_.begin(), prefills_.end(), [](const Prefill& x, const Prefill& y) { return x.a < y.a; });
+  std::vector<double> inputs;
+  for (const Prefill& p : prefills_) inputs.push_back(input_of(requests.requests[p.request]));
+  long_input_ = inputs.empty() ? 0 : kLongPromptFactor * model::median(inputs);
 
   // Who computes for whom: each producer's consumers, up the producers' own producers (an
   // engine loop's worker pool computes for every stream the loop serves).
@@ -112,7 +121,7 @@ void BatchInterference::apply(WindowAccount& acc, size_t request, uint64_t a, ui
   for (; it != prefills_.end() && it->a < b; ++it) {
     const Request& other = requests_.requests[it->request];
     const uint64_t o = util::overlap_ns(a, b, it->a, it->b);
-    if (it->request == request || other.tgid != own.tgid || o == 0) continue;
+    if (it->request == request || other.tgid != own.tgid || o == 0 || input_of(other) <= long_input_) continue;
     // A first token waits behind prompts that came before it, or that came after it and were
     // larger (computed in the same step); a smaller later one waited behind it instead.
     if (ttft && it->a >= a && input_of(other) <= input_of(own)) continue;

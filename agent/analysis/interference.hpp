@@ -25,10 +25,10 @@ class BatchInterference {
 
   // Moves to batch_interference the compute of `acc` (accounted with keep_compute over the
   // window [a, b] of request `request`) that a shared thread did while other requests of the
-  // same process were in prefill, beyond `own_ns` (what the window would compute anyway: a
-  // typical gap's compute, or a first token's baseline), which stays `compute`. For a first
-  // token (`ttft`) a request that arrived later counts only with a larger prompt: a smaller one
-  // waited behind it instead. Notes the interfering requests, the largest prompt first.
+  // same process with long prompts (1.5 x the median or more) were in prefill, beyond `own_ns` (what the window would
+  // compute anyway: a typical gap's compute, or a first token's baseline), which stays `compute`. For a first token
+  // (`ttft`) a request that arrived later counts only with a larger prompt: a smaller one waited behind it instead.
+  // Notes the interfering requests, the largest prompt first.
   void apply(WindowAccount& acc, size_t request, uint64_t a, uint64_t b, uint64_t own_ns, bool ttft) const;
 
   // Whether `tid` computes for more than one stream: a producer (or a producer's producer) of
@@ -45,6 +45,7 @@ class BatchInterference {
   std::set<uint32_t> shared_;
   std::vector<Prefill> prefills_;  // by start
   uint64_t longest_ = 0;           // the longest prefill: how far back one can start
+  double long_input_ = 0;          // a prompt above this is long (kLongPromptFactor x the median)
 };
 
 }  // namespace ld::analysis

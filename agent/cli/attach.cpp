@@ -76,7 +76,10 @@ void register_attach(CLI::App& app, int& exit_code) {
   sub->footer(
       "Attaches to the server's socket sends, rebuilds every streamed request (time to first\n"
       "token, gaps between tokens), and prints the report when --duration elapses, on Ctrl-C,\n"
-      "or when the target exits.\n\n"
+      "or when the target exits. The processes that serve with the target are traced with it:\n"
+      "its children, and those it talks to over unix sockets, pipes or shared memory (vLLM's and\n"
+      "SGLang's engine processes behind the API server); each is named with the reason on start.\n"
+      "--no-follow traces the given pids alone.\n\n"
       "Examples:\n"
       "  latency-doctor attach --pid 4242 --duration 60s\n"
       "  latency-doctor attach --pid 4242 --children --record incident.ldtrace --format json -o report.json\n"

@@ -123,8 +123,11 @@ void add_record_flags(CLI::App* sub, RecordFlags& flags, const std::string& defa
   flags.duration = default_duration;
   sub->add_option("-p,--pid", flags.pids, "Process to trace (repeat for several)")->required();
   sub->add_flag("--children", flags.children,
-                "Also trace the target's child processes, and those it forks while tracing "
-                "(multi-process servers: API process + engine)");
+                "Also trace the processes the target forks while tracing (its existing children are "
+                "taken in anyway, unless --no-follow)");
+  sub->add_flag("--no-follow", flags.no_follow,
+                "Trace only the given pids: do not take in their children nor the processes they talk to "
+                "over unix sockets, pipes or shared memory (an engine core behind an API server)");
   sub->add_option("-d,--duration", flags.duration,
                   "How long to trace: 500ms, 30s, 5m (Ctrl-C or the target's exit stops earlier)")
       ->capture_default_str();
@@ -188,6 +191,7 @@ probes::RecordOptions to_record_options(const RecordFlags& flags, uint64_t read_
   probes::RecordOptions options;
   options.pids = flags.pids;
   options.children = flags.children;
+  options.follow = !flags.no_follow;
   auto duration = parse_duration_ms(flags.duration);
   if (!duration)
     throw std::invalid_argument(

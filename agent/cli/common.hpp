@@ -121,6 +121,7 @@ namespace ld::cli {
 struct RecordFlags {
   std::vector<int> pids;
   bool children = false;
+  bool no_follow = false;  // --no-follow: only the given pids (and --children's forks)
   std::string duration;
   std::string probes = "all";
   std::string ringbuf = "16M";

@@ -70,10 +70,18 @@ struct AgentCost {
   double cpu_percent_of_one_cpu() const { return recording_ms > 0 ? 100 * cpu_ms / recording_ms : 0.0; }
 };
 
+// A process traced with the targets because it serves with them (host/peers.hpp).
+struct FollowedProcess {
+  int pid = 0;
+  std::string comm;
+  std::string why;  // "a child of 4242", "connected to 4242 over a unix socket (/tmp/x)"
+};
+
 struct Target {
-  std::vector<int> pids;
+  std::vector<int> pids;  // every process traced from the start: the asked-for and the followed
   std::string comm;
   std::string exe;
+  std::vector<FollowedProcess> followed;  // of pids, those found from the asked-for ones, and why
 };
 
 struct RequestRow {

@@ -19,6 +19,7 @@
 
 #include "events.h"
 #include "host/host_facts.hpp"
+#include "host/peers.hpp"
 #include "probes/privileges.hpp"
 #include "probes/probe_session.hpp"
 #include "trace/trace_file.hpp"
@@ -187,9 +188,16 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
     watches.emplace_back(pid);
     tgids.push_back(static_cast<uint32_t>(pid));
   }
-  if (options.children)
+  std::vector<model::FollowedProcess> followed;
+  if (options.follow) {
+    for (const host::Peer& peer : host::server_peers(options.pids)) {
+      tgids.push_back(static_cast<uint32_t>(peer.pid));
+      followed.push_back({peer.pid, peer.comm, peer.why});
+    }
+  } else if (options.children) {
     for (int pid : options.pids)
       for (int child : host::descendants(pid)) tgids.push_back(static_cast<uint32_t>(child));
+  }
 
   RecordResult result;
   if (auto note = ensure_tracefs(); !note.empty()) result.warnings.push_back(note);
@@ -220,6 +228,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
   // record the live analysis sees: `report FILE` then gives the report `attach` gave.
   const uint64_t start = host::monotonic_now_ns();
   result.header = make_header(options, tgids, start, offset);
+  result.header.target.followed = followed;
   if (!options.trace_path.empty())
     writer = std::make_unique<trace::TraceWriter>(options.trace_path, trace::to_json(result.header));
   if (options.on_start) {
@@ -280,6 +289,8 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
                options.duration_ms ? fmt::format("for {:.1f}s, Ctrl-C stops early and still reports",
                                                  util::ms_to_s(options.duration_ms))
                                    : std::string("until Ctrl-C"));
+    for (const auto& f : followed)
+      fmt::print(stderr, "latency-doctor: also tracing pid {} ({}): {}\n", f.pid, f.comm, f.why);
   }
 
   Progress progress(options.quiet);

@@ -21,7 +21,10 @@ class ProbeSession;
 
 struct RecordOptions {
   std::vector<int> pids;
-  bool children = false;
+  bool children = false;  // follow forks while tracing (and take in the descendants at start)
+  // Take in the processes that serve with the targets, found at start (host/peers.hpp): their
+  // descendants, and those they talk to over unix sockets, pipes or shared memory.
+  bool follow = false;
   uint64_t duration_ms = 0;  // 0 = until a signal or the targets exit
   std::string trace_path;    // "" = do not write a trace
   uint32_t ringbuf_bytes = 16u << 20;

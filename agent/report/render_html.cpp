@@ -157,6 +157,7 @@ std::string header_html(const Report& r) {
   if (!r.target.exe.empty()) sub += " · " + r.target.exe;
   sub += " · " + (r.start_unix_ns ? utc_time(r.start_unix_ns) : std::string("start unknown"));
   sub += fmt::format(" · {:.1f} s window", util::ms_to_s(r.duration_ms));
+  if (const std::string followed = followed_text(r.target); !followed.empty()) sub += " · also traced: " + followed;
   return "<header><h1>" + h(title_of(r)) + "</h1><p class=\"sub\">" + h(sub) + "</p></header>\n";
 }
 

@@ -36,6 +36,10 @@ J target_json(const Target& target) {
   for (int pid : target.pids) j["pids"].push_back(pid);
   j["comm"] = target.comm;
   j["exe"] = target.exe;
+  if (!target.followed.empty()) {  // extension: the processes taken in with the target, and why
+    j["followed"] = J::array();
+    for (const auto& f : target.followed) j["followed"].push_back({{"pid", f.pid}, {"comm", f.comm}, {"why", f.why}});
+  }
   return j;
 }
 

@@ -75,7 +75,10 @@ std::vector<std::string> escaped(std::vector<std::string> cells) {
 std::string title_line(const Report& r) {
   std::string who = r.target.comm.empty() ? "target" : r.target.comm;
   if (!r.target.pids.empty()) who += " (" + std::to_string(r.target.pids.front()) + ")";
-  return "# latency-doctor report: " + md(who) + "\n\n";
+  std::string out = "# latency-doctor report: " + md(who) + "\n\n";
+  if (const std::string followed = followed_text(r.target); !followed.empty())
+    out += "Also traced: " + md(followed) + ".\n\n";
+  return out;
 }
 
 std::string summary_md(const Report& r) {

@@ -45,6 +45,8 @@ std::string target_line(const Target& target) {
 std::string header_section(const Report& r) {
   std::string out = "latency-doctor report\n";
   out += kIndent + "target   " + target_line(r.target) + "\n";
+  if (const std::string followed = followed_text(r.target); !followed.empty())
+    out += kIndent + "also     " + printable(followed) + "\n";
   const std::string start = r.start_unix_ns == 0 ? "start unknown" : utc_time(r.start_unix_ns);
   out += kIndent + "window   " + start + ", " + duration_text(r.duration_ms) + "\n";
   const std::string source = is_token_log(r) ? "token log " + printable(r.token_source.substr(6))

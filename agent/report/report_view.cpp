@@ -540,6 +540,13 @@ CellTable client_join_requests_table(const Report& r, size_t max_rows) {
   return t;
 }
 
+std::string followed_text(const model::Target& target) {
+  std::string out;
+  for (const model::FollowedProcess& f : target.followed)
+    out += fmt::format("{}{} {} ({})", out.empty() ? "" : "; ", f.pid, f.comm, f.why);
+  return out;
+}
+
 std::string evidence_size_text(const model::Finding& finding) {
   std::string out;
   for (const model::EvidenceCount& c : finding.evidence_size) {

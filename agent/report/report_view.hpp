@@ -104,6 +104,10 @@ std::string activity_text(const std::vector<model::ActivityStep>& steps);
 // "syscall=fsync, path=/var/log/app.log" (unescaped)
 std::string evidence_summary(const nlohmann::json& evidence);
 // "12 slow tokens, 340 samples": what a finding rests on ("" when its rule states nothing).
+// "43 python3 (a child of 42); 51 VLLM::EngineCor (connected to 42 over a unix socket)": the
+// processes traced with the target, and why; "" when none.
+std::string followed_text(const model::Target& target);
+
 std::string evidence_size_text(const model::Finding& finding);
 
 // The time-by-cause table of both human formats: a row per cause found in the slow first

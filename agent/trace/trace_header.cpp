@@ -133,6 +133,25 @@ json agent_cost_to_json(const model::AgentCost& cost) {
           {"peak_rss_mib", cost.peak_rss_mib}};
 }
 
+json followed_to_json(const std::vector<model::FollowedProcess>& followed) {
+  json out = json::array();
+  for (const auto& f : followed) out.push_back({{"pid", f.pid}, {"comm", f.comm}, {"why", f.why}});
+  return out;
+}
+
+std::vector<model::FollowedProcess> followed_from(const json& followed, Fields& fields) {
+  std::vector<model::FollowedProcess> out;
+  if (!followed.is_array()) return out;
+  for (const auto& f : followed) {
+    if (!f.is_object()) continue;
+    const int64_t pid = fields.i64(f, "pid", 0, "header target.followed[].pid");
+    if (pid <= 0 || pid > INT32_MAX) continue;
+    out.push_back({static_cast<int>(pid), fields.str(f, "comm", "", "header target.followed[].comm"),
+                   fields.str(f, "why", "", "header target.followed[].why")});
+  }
+  return out;
+}
+
 }  // namespace
 
 json to_json(const TraceHeader& h) {
@@ -150,7 +169,8 @@ json to_json(const TraceHeader& h) {
         {"comm", h.target.comm},
         {"exe", h.target.exe},
         {"start_mono_ns", h.target_start_mono_ns},
-        {"children", h.children}}},
+        {"children", h.children},
+        {"followed", followed_to_json(h.target.followed)}}},
       {"host", h.host},
       {"token_source", h.token_source},
       {"duration_requested_ms", h.duration_requested_ms},
@@ -193,6 +213,7 @@ TraceMeta read_meta(const json& header, const json& trailer) {
       if (pid.is_number_integer()) h.target.pids.push_back(pid.get<int>());
   h.target.comm = fields.str(target, "comm", "", "header target.comm");
   h.target.exe = fields.str(target, "exe", "", "header target.exe");
+  h.target.followed = followed_from(member(target, "followed"), fields);
 
   h.probes = probes_from(member(header, "probes"), fields);
   t.probes = probes_from(member(trailer, "probes"), fields);

@@ -110,6 +110,17 @@ ld::bench::BenchResult load(int port, int requests, int concurrency, int tokens,
   return drive(url_of(port), requests, concurrency, tokens, prompt_bytes, tokens_out);
 }
 
+// Every request's prompt from `mix` in turn (bench --prompt-mix).
+ld::bench::BenchResult load_mix(int port, int requests, int concurrency, int tokens, std::vector<size_t> mix) {
+  ld::bench::BenchOptions options;
+  options.url = url_of(port);
+  options.requests = requests;
+  options.concurrency = concurrency;
+  options.max_tokens = tokens;
+  options.prompt_mix = std::move(mix);
+  return ld::bench::run_bench(options);
+}
+
 std::vector<std::string> sample_server(std::vector<std::string> extra) {
   std::vector<std::string> argv{kServer, "--port", "0", "--token-ms", "20", "--tokens", "30"};
   argv.insert(argv.end(), extra.begin(), extra.end());
@@ -375,6 +386,91 @@ TEST(RealStack, FastApiLoggerThatWritesAndFsyncsIsDiskIo) {
   }
 }
 
+// vLLM v1's shape: the API server (FastAPI/uvicorn) and an engine-core process it forked,
+// talking over ZMQ IPC (tests/target/vllm_shaped_server.py). The agent is given the API
+// server's pid alone: it must take in the engine itself.
+std::string zmq_skip_reason() {
+  if (auto why = fastapi_skip_reason(); !why.empty()) return why;
+  if (system("/usr/bin/python3 -c 'import zmq' >/dev/null 2>&1") != 0)
+    return "Debian's python3-zmq is not installed (scripts/setup.sh installs it)";
+  return "";
+}
+
+#define REQUIRE_ZMQ()                                                    \
+  do {                                                                   \
+    REQUIRE_BPF();                                                       \
+    if (auto why = zmq_skip_reason(); !why.empty()) GTEST_SKIP() << why; \
+  } while (0)
+
+std::vector<std::string> vllm_shaped_server(std::vector<std::string> extra) {
+  std::vector<std::string> argv{"/usr/bin/python3", std::string(LD_SOURCE_DIR) + "/tests/target/vllm_shaped_server.py",
+                                "--token-ms",       "20",
+                                "--tokens",         "30"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+// The engine core was taken in, and the report says why.
+void expect_engine_followed(const Outcome& o) {
+  const json followed = o.report["target"].value("followed", json::array());
+  ASSERT_FALSE(followed.empty()) << o.report["target"].dump(1);
+  EXPECT_NE(followed[0].value("why", "").find("a child of"), std::string::npos) << followed.dump(1);
+}
+
+TEST(RealStack, VllmShapedCleanRunIsItsCompute) {
+  REQUIRE_ZMQ();
+  Child server(vllm_shaped_server({}));
+  Outcome o = run_scenario("vLLM-shaped clean (API process + engine core over ZMQ IPC)", "compute", server,
+                           [](int port) { load(port, 8, 3, 30); });
+  expect_engine_followed(o);
+  expect_clean(o);
+}
+
+TEST(RealStack, VllmShapedEngineFsyncIsTheEnginesDiskIo) {
+  REQUIRE_ZMQ();
+  Child server(vllm_shaped_server({"--engine-fsync-every", "10", "--engine-fsync-mib", "48"}));
+  Outcome o = run_scenario("vLLM-shaped disk_io (the engine core writes 48 MiB and fsyncs every 10 steps)", "disk_io",
+                           server, [](int port) { load(port, 8, 3, 30); });
+  expect_engine_followed(o);
+  expect_cause_on_top(o, 3, "disk_io");
+}
+
+TEST(RealStack, VllmShapedApiPythonWorkIsCompute) {
+  REQUIRE_ZMQ();
+  Child server(vllm_shaped_server({"--api-python-ms", "150", "--api-every", "10"}));
+  Outcome o = run_scenario("vLLM-shaped compute (150 ms of Python in the API event loop every 10 tokens)", "compute",
+                           server, [](int port) { load(port, 8, 3, 30); });
+  expect_cause_on_top(o, 3, "compute");
+  EXPECT_EQ(o.top_causes.count("batch_interference"), 0u) << o.report["outliers"].dump(1);
+}
+
+// Long prompts join the engine core's batch: every running stream waits for their prefill, and
+// the stalled gaps name the long request although it was served by the other process's step.
+TEST(RealStack, VllmShapedLongPromptsStallTheOtherStreams) {
+  REQUIRE_ZMQ();
+  Child server(vllm_shaped_server({"--prefill-ms-per-kb", "4"}));
+  Outcome o = run_scenario("vLLM-shaped batch_interference (64 KiB prompts join the engine's batch)",
+                           "batch_interference", server, [](int port) {
+                             load_mix(port, 12, 3, 30, {256, 256, 65536});
+                           });
+  expect_engine_followed(o);
+  std::map<std::string, uint64_t> input;
+  for (const auto& r : o.report["requests"]) input[r.value("id", "")] = r.value("input_bytes", 0);
+  size_t stalled = 0, hits = 0, named = 0;
+  for (const auto& out : o.report["outliers"]) {
+    if (input[out.value("request", "")] >= 65536) continue;  // a long prompt's own first token: its prefill
+    ++stalled;
+    const auto& top = out["causes"][0];
+    if (top.value("cause", "") != "batch_interference") continue;
+    ++hits;
+    if (input[top["evidence"].value("request", "")] >= 65536) ++named;
+  }
+  EXPECT_GE(stalled, 3u);
+  EXPECT_GE(hits * 10, stalled * 9) << o.report["outliers"].dump(1);
+  EXPECT_EQ(named, hits) << o.report["outliers"].dump(1);
+  EXPECT_TRUE(has_finding(o.report, "batch_interference")) << o.report["findings"].dump(1);
+}
+
 TEST(RealStack, BatchEngineCleanRunIsItsCompute) {
   REQUIRE_BPF();
   // One worker: with the engine loop and the connection threads that fits two CPUs; two
@@ -434,16 +530,6 @@ TEST(RealStack, ConnectionChurnWithoutLatencyIsStillFound) {
 // of prefill): the other streams' gaps then are the engine computing that prompt. With chunked
 // prefill (at most 20 ms of prompt per step) the streams keep their pace.
 namespace {
-
-ld::bench::BenchResult load_mix(int port, int requests, int concurrency, int tokens, std::vector<size_t> mix) {
-  ld::bench::BenchOptions options;
-  options.url = url_of(port);
-  options.requests = requests;
-  options.concurrency = concurrency;
-  options.max_tokens = tokens;
-  options.prompt_mix = std::move(mix);
-  return ld::bench::run_bench(options);
-}
 
 bool has_rule(const json& report, const std::string& rule) {
   for (const auto& f : report.value("findings", json::array()))

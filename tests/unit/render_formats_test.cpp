@@ -80,7 +80,7 @@ Report sample_report() {
   for (size_t i = 5; i < slow.size(); ++i) slow[i] += 360;  // token 5 comes 400 ms after token 4
   t.requests.push_back(request("42:c1#2", 1000, slow, 4000, 43));
   t.requests.push_back(request("42:c2#1", 3000, tokens_every(3900, 40, 6), 16000, 44));
-  ld::model::Target target{{42}, kHostile, "/opt/llm/server|v2"};
+  ld::model::Target target{{42, 43}, kHostile, "/opt/llm/server|v2", {{43, kHostile, "a child of 42"}}};
   Report r = ld::analysis::build_report(t, target, kBase, kBase + 10'000 * kMs, kOffset);
   r.attributed = true;
   r.outliers.push_back(
@@ -262,7 +262,7 @@ TEST(ReportView, TimelineSampleKeepsEveryOutlierRequest) {
   for (size_t i = 0; i < 300; ++i)
     t.requests.push_back(
         request("42:c" + std::to_string(i) + "#1", i * 10, tokens_every(i * 10 + 50, 20, 20), 100, 43));
-  Report r = ld::analysis::build_report(t, {{42}, "srv", ""}, kBase, kBase + 20'000 * kMs, kOffset);
+  Report r = ld::analysis::build_report(t, {{42}, "srv", "", {}}, kBase, kBase + 20'000 * kMs, kOffset);
   for (size_t row : {3u, 150u, 151u, 299u}) r.outliers.push_back(outlier(r, ld::model::WindowKind::kTpot, row, 3, {}));
 
   const auto sample = ld::report::sample_timeline(r, 2000, 150);
@@ -355,7 +355,7 @@ TEST(RenderHtml, LargeTraceIsDownsampledButKeepsEveryOutlier) {
   for (size_t i = 0; i < 400; ++i)
     t.requests.push_back(
         request("42:c" + std::to_string(i) + "#1", i * 10, tokens_every(i * 10 + 50, 20, 30), 100, 43));
-  Report r = ld::analysis::build_report(t, {{42}, "srv", ""}, kBase, kBase + 20'000 * kMs, kOffset);
+  Report r = ld::analysis::build_report(t, {{42}, "srv", "", {}}, kBase, kBase + 20'000 * kMs, kOffset);
   for (size_t row : {7u, 200u, 399u})
     r.outliers.push_back(
         outlier(r, ld::model::WindowKind::kTpot, row, 4, {{ld::model::Cause::kGil, 15, 0.75, json::object()}}));

@@ -49,7 +49,7 @@ Timeline sample_timeline() {
 }
 
 Report sample_report() {
-  ld::model::Target target{{1234, 1235}, "python3", "/usr/bin/python3.11"};
+  ld::model::Target target{{1234, 1235}, "python3", "/usr/bin/python3.11", {}};
   Report r = build_report(sample_timeline(), target, 0, 30'000 * kMs, kOffset);
   r.probes.push_back({"sock", ld::model::ProbeState::kAttached, "", 1000, 0});
   r.probes.push_back({"sched", ld::model::ProbeState::kUnavailable, "no tracepoint sched_switch", 0, 0});
@@ -283,7 +283,7 @@ TEST(Report, TextLostEventsSayHowToFixThem) {
 TEST(Report, TextWithoutRequestsExplainsWhatToTry) {
   Timeline t;
   t.non_streaming_requests = 3;
-  Report r = build_report(t, {{7}, "server", ""}, 0, 5'000 * kMs, kOffset);
+  Report r = build_report(t, {{7}, "server", "", {}}, 0, 5'000 * kMs, kOffset);
   r.warnings.push_back("tokens.jsonl:2: not valid JSON (at byte 1); line skipped");
   const std::string text = ld::report::render_text(r);
   EXPECT_NE(text.find("no streaming responses seen: is the server using TLS, HTTP/2, or a unix socket?"),
@@ -326,7 +326,7 @@ TEST(Report, TextColumnsAreAligned) {
 TEST(Report, OddStringsNeitherThrowNorReachTheTerminal) {
   Timeline t;
   t.requests.push_back(request("bad\xff\xfe id\x1b[31m", 0, {10}));
-  Report r = build_report(t, {{1}, "a\nb", "/x"}, 0, 1, 0);
+  Report r = build_report(t, {{1}, "a\nb", "/x", {}}, 0, 1, 0);
   EXPECT_NO_THROW({
     const json j = json::parse(ld::report::render_json(r));
     EXPECT_TRUE(j["requests"][0]["id"].is_string());

@@ -43,7 +43,7 @@ const RuleSet& shipped() {
 // A healthy 30 s trace of 40 streamed requests: no outliers, steady clocks, few connections.
 Report clean_report() {
   Report r;
-  r.target = {{4242}, "python3", "/usr/bin/python3.11"};
+  r.target = {{4242}, "python3", "/usr/bin/python3.11", {}};
   r.duration_ms = 30000;
   r.attributed = true;
   std::vector<double> ttft, gaps;
