@@ -2,8 +2,20 @@
 # server, and waiting for an agent to attach. Sourced; needs $ld (the agent binary) and $work
 # (a scratch directory).
 
-# Starts ld-sample-server (per-token compute is fixed CPU work); sets server_pid and port.
+# Starts the server under test; sets server_pid and port. ld-sample-server (per-token compute
+# is fixed CPU work), or a real engine: LLAMA_SERVER=llama-server LLAMA_MODEL=FILE.gguf
+# (llama.cpp on the CPU, 2 slots, LLAMA_THREADS threads (1); built by hand, docs/performance.md
+# "On a real engine").
 start_server() {
+  if [ -n "${LLAMA_SERVER:-}" ]; then
+    port=${LLAMA_PORT:-18080}
+    "$LLAMA_SERVER" -m "${LLAMA_MODEL:?LLAMA_MODEL: the model for LLAMA_SERVER}" --port "$port" \
+      -t "${LLAMA_THREADS:-1}" --parallel 2 -c 4096 --ignore-eos >"$work/server.out" 2>&1 &
+    server_pid=$!
+    for _ in $(seq 600); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && return; sleep 0.1; done
+    echo "start_server: llama-server did not come up (see $work/server.out)" >&2
+    return 1
+  fi
   "${BUILD_DIR:-./build}/ld-sample-server" --port 0 --token-ms 2 --tokens 100 --prefill-base-ms 5 \
     >"$work/server.out" 2>/dev/null &
   server_pid=$!

@@ -150,6 +150,8 @@ void BatchInterference::apply(WindowAccount& acc, size_t request, uint64_t a, ui
     const Request& r = requests_.requests[h.request];
     nlohmann::json j = {{"request", r.id}, {"input_bytes", r.input_bytes}};
     if (r.input_tokens >= 0) j["input_tokens"] = r.input_tokens;
+    // When it arrived, from the slow window's start (absent when it came before the window).
+    if (r.start_ns >= a) j["arrived_ms"] = round1(util::ns_to_ms(r.start_ns - a));
     j["overlap_ms"] = round1(util::ns_to_ms(h.ns));
     return j;
   };
