@@ -25,9 +25,8 @@ namespace {
 
 // Infrastructure that holds a socket or a pipe of every service: never part of a server.
 constexpr std::array<std::string_view, 14> kInfrastructure{
-    "systemd",      "systemd-journal", "systemd-logind", "systemd-udevd", "dbus-daemon", "dbus-broker",
-    "sshd",         "containerd",      "dockerd",        "rsyslogd",      "tmux: server", "screen",
-    "agetty",       "cron"};
+    "systemd",    "systemd-journal", "systemd-logind", "systemd-udevd", "dbus-daemon", "dbus-broker", "sshd",
+    "containerd", "dockerd",         "rsyslogd",       "tmux: server",  "screen",      "agetty",      "cron"};
 // comm prefixes of the same (container shims carry their version: containerd-shim-runc-v2).
 constexpr std::array<std::string_view, 2> kInfrastructurePrefixes{"containerd-shim", "conmon"};
 
@@ -96,8 +95,7 @@ bool is_infrastructure(const ProcessLinks& p) {
 
 // "socket:[123]" -> 123, for the given kind; 0 otherwise.
 uint64_t inode_of(const std::string& link, std::string_view kind) {
-  if (link.size() < kind.size() + 3 || link.compare(0, kind.size(), kind) != 0 || link[kind.size()] != ':')
-    return 0;
+  if (link.size() < kind.size() + 3 || link.compare(0, kind.size(), kind) != 0 || link[kind.size()] != ':') return 0;
   uint64_t n = 0;
   const char* from = link.data() + kind.size() + 2;
   std::from_chars(from, link.data() + link.size() - 1, n);

@@ -40,8 +40,7 @@ std::string whys(const std::vector<Peer>& peers) {
 
 TEST(Peers, ChildrenSocketPipeAndSharedMemoryPeersButNotTheHostsPlumbing) {
   std::vector<ProcessLinks> host{
-      proc(1, 0, "systemd", {}, 0),
-      proc(10, 1, "bash"),  // the shell that started the server: an ancestor
+      proc(1, 0, "systemd", {}, 0), proc(10, 1, "bash"),  // the shell that started the server: an ancestor
       // The API server: its log pipe and journal socket on fd 0-2, a ZMQ socket to the engine
       // core, a pipe to a tokenizer pool, a socket to the journal on fd 8.
       proc(20, 10, "python3",
@@ -52,14 +51,11 @@ TEST(Peers, ChildrenSocketPipeAndSharedMemoryPeersButNotTheHostsPlumbing) {
             {7, "anon_inode:[eventfd]"},
             {8, "socket:[903]"},
             {10, "pipe:[702]"}}),
-      proc(21, 20, "python3"),                           // a worker it forked
+      proc(21, 20, "python3"),                                // a worker it forked
       proc(30, 1, "VLLM::EngineCor", {{9, "socket:[502]"}}),  // started apart, connected over ZMQ IPC
-      proc(31, 30, "VLLM::Worker"),
-      proc(40, 1, "systemd-journal", {{3, "socket:[901]"}, {4, "socket:[904]"}}, 0),
-      proc(50, 1, "other-user", {{3, "pipe:[700]"}}, 1001),
-      proc(60, 1, "tokenizer", {{3, "pipe:[700]"}}),
-      proc(70, 1, "cache-daemon"),
-      proc(80, 81, "latency-doctor"),
+      proc(31, 30, "VLLM::Worker"), proc(40, 1, "systemd-journal", {{3, "socket:[901]"}, {4, "socket:[904]"}}, 0),
+      proc(50, 1, "other-user", {{3, "pipe:[700]"}}, 1001), proc(60, 1, "tokenizer", {{3, "pipe:[700]"}}),
+      proc(70, 1, "cache-daemon"), proc(80, 81, "latency-doctor"),
       proc(81, 1, "zsh", {{3, "pipe:[702]"}}),  // the agent's shell: never a peer
   };
   host[3].shared_memory["0:1a:1234"] = "/dev/shm/psm_1";  // the worker's shared ring...
@@ -77,9 +73,9 @@ TEST(Peers, ChildrenSocketPipeAndSharedMemoryPeersButNotTheHostsPlumbing) {
 
 TEST(Peers, APipeInheritedFromTheShellLinksNoSiblings) {
   // The shell leaked a pipe on fd 3 into everything it started: the server and a `sleep`.
-  const std::vector<ProcessLinks> host{proc(10, 1, "bash", {{3, "pipe:[77]"}}),
-                                       proc(20, 10, "python3", {{3, "pipe:[77]"}, {4, "pipe:[78]"}}),
-                                       proc(21, 10, "sleep", {{3, "pipe:[77]"}}), proc(22, 10, "helper", {{5, "pipe:[78]"}})};
+  const std::vector<ProcessLinks> host{
+      proc(10, 1, "bash", {{3, "pipe:[77]"}}), proc(20, 10, "python3", {{3, "pipe:[77]"}, {4, "pipe:[78]"}}),
+      proc(21, 10, "sleep", {{3, "pipe:[77]"}}), proc(22, 10, "helper", {{5, "pipe:[78]"}})};
   EXPECT_EQ(whys(find_peers({20}, host, {}, {}, 99)), "22 helper: shares a pipe with 20\n");
 }
 
@@ -92,8 +88,8 @@ TEST(Peers, NothingLinkedNothingFound) {
 }
 
 TEST(Peers, ATargetIsNeverItsOwnPeerAndTwoTargetsShareTheirFinds) {
-  const std::vector<ProcessLinks> host{proc(20, 1, "api", {{3, "socket:[1]"}}), proc(30, 1, "engine", {{3, "socket:[2]"}}),
-                                       proc(31, 30, "worker")};
+  const std::vector<ProcessLinks> host{proc(20, 1, "api", {{3, "socket:[1]"}}),
+                                       proc(30, 1, "engine", {{3, "socket:[2]"}}), proc(31, 30, "worker")};
   const auto peers = find_peers({20, 30}, host, {{1, 2}, {2, 1}}, {}, 99);
   EXPECT_EQ(whys(peers), "31 worker: a child of 30\n");  // 20 and 30 are both asked for
 }
