@@ -3,7 +3,8 @@
 # Idempotent: safe to run again; installs only what is missing. With arguments, builds only those
 # targets (scripts/demo.sh: latency-doctor ld-sample-server); without, everything (tests too).
 # Usage: [BUILD_DIR=DIR] [LD_WERROR=1] [LD_SANITIZE=address,undefined] bash scripts/setup.sh [TARGET...]
-#   LD_WERROR=1     warnings are errors, C++ and BPF (CMake LD_WERROR; scripts/test.sh sets it)
+#   LD_WERROR=1     warnings are errors, C++ and BPF (CMake LD_WERROR; scripts/test.sh sets it);
+#                   unset: a build directory keeps what it has, 0: off
 #   LD_SANITIZE=... compile and link every target with those sanitizers (CMake LD_SANITIZE)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,9 +44,15 @@ if [ ! -d /sys/kernel/tracing/events ] && [ ! -d /sys/kernel/debug/tracing/event
 fi
 
 build_dir=${BUILD_DIR:-build}
-# Both always passed, so that a build directory follows the environment of each run.
+# Both always passed, so that a build directory follows the environment of each run. With
+# LD_WERROR unset a build directory keeps its own setting: a benchmark script that calls this
+# must not flip it and rebuild the whole tree.
 werror=OFF
-[ "${LD_WERROR:-0}" = 1 ] && werror=ON
+if [ -z "${LD_WERROR+set}" ] && [ -f "$build_dir/CMakeCache.txt" ]; then
+  grep -q '^LD_WERROR:BOOL=ON$' "$build_dir/CMakeCache.txt" && werror=ON
+elif [ "${LD_WERROR:-0}" = 1 ]; then
+  werror=ON
+fi
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLD_WERROR="$werror" \
   -DLD_SANITIZE="${LD_SANITIZE:-}" >/dev/null
 if [ $# -gt 0 ]; then

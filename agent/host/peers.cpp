@@ -284,7 +284,7 @@ bool dump_unix_sockets(OnSocket&& on_socket) {
 
 }  // namespace
 
-std::vector<ProcessLinks> read_process_links(bool with_shared_memory) {
+std::vector<ProcessLinks> read_process_links(std::optional<uint32_t> maps_of_uid) {
   std::vector<ProcessLinks> out;
   for (int pid : numeric_entries("/proc")) {
     ProcessLinks p;
@@ -293,7 +293,7 @@ std::vector<ProcessLinks> read_process_links(bool with_shared_memory) {
     p.comm = util::read_file(fmt::format("/proc/{}/comm", pid));
     while (!p.comm.empty() && (p.comm.back() == '\n' || p.comm.back() == ' ')) p.comm.pop_back();
     read_fds(pid, p);
-    if (with_shared_memory) read_shared_memory(pid, p);
+    if (maps_of_uid && p.uid == *maps_of_uid) read_shared_memory(pid, p);
     out.push_back(std::move(p));
   }
   return out;
@@ -318,7 +318,10 @@ std::vector<Peer> find_peers(const std::vector<int>& targets, const std::vector<
 std::vector<Peer> server_peers(const std::vector<int>& targets) {
   std::map<uint64_t, std::string> paths;
   const auto peers = unix_socket_peers(&paths);
-  return find_peers(targets, read_process_links(/*with_shared_memory=*/true), peers, paths, getpid());
+  if (targets.empty()) return {};
+  ProcessLinks first;
+  if (!read_status(targets.front(), first)) return {};  // it exited: nothing to follow
+  return find_peers(targets, read_process_links(first.uid), peers, paths, getpid());
 }
 
 }  // namespace ld::host

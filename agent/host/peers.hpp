@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -39,8 +40,9 @@ struct ProcessLinks {
 };
 
 // Every process's links, as /proc shows them now (processes that vanish meanwhile are skipped).
-// Shared memory mappings are read only when `with_shared_memory` (a /proc/PID/maps per process).
-std::vector<ProcessLinks> read_process_links(bool with_shared_memory);
+// Shared memory mappings (a /proc/PID/maps each) are read only for the processes of
+// `maps_of_uid` (the targets' user: no other is ever a peer); none when it is unset.
+std::vector<ProcessLinks> read_process_links(std::optional<uint32_t> maps_of_uid);
 // The unix sockets' peers: socket inode -> its peer's inode (NETLINK_SOCK_DIAG); empty when the
 // kernel does not answer. `paths`: a bound socket's inode -> its path, where it has one.
 std::map<uint64_t, uint64_t> unix_socket_peers(std::map<uint64_t, std::string>* paths = nullptr);
