@@ -316,11 +316,11 @@ std::vector<Peer> find_peers(const std::vector<int>& targets, const std::vector<
 }
 
 std::vector<Peer> server_peers(const std::vector<int>& targets) {
-  std::map<uint64_t, std::string> paths;
-  const auto peers = unix_socket_peers(&paths);
   if (targets.empty()) return {};
   ProcessLinks first;
   if (!read_status(targets.front(), first)) return {};  // it exited: nothing to follow
+  std::map<uint64_t, std::string> paths;
+  const auto peers = unix_socket_peers(&paths);
   return find_peers(targets, read_process_links(first.uid), peers, paths, getpid());
 }
 

@@ -298,13 +298,16 @@ std::string fastapi_skip_reason() {
     if (auto why = fastapi_skip_reason(); !why.empty()) GTEST_SKIP() << why; \
   } while (0)
 
-std::vector<std::string> fastapi_server(std::vector<std::string> extra) {
+// A Python target of tests/target at 20 ms a token, 30 tokens, with `extra` flags.
+std::vector<std::string> python_target(const std::string& script, std::vector<std::string> extra) {
   std::vector<std::string> argv{
-      "/usr/bin/python3", std::string(LD_SOURCE_DIR) + "/tests/target/fastapi_engine_server.py",
-      "--token-ms",       "20",
-      "--tokens",         "30"};
+      "/usr/bin/python3", std::string(LD_SOURCE_DIR) + "/tests/target/" + script, "--token-ms", "20", "--tokens", "30"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
+}
+
+std::vector<std::string> fastapi_server(std::vector<std::string> extra) {
+  return python_target("fastapi_engine_server.py", std::move(extra));
 }
 
 TEST(RealStack, FastApiCleanRunIsItsCompute) {
@@ -403,11 +406,7 @@ std::string zmq_skip_reason() {
   } while (0)
 
 std::vector<std::string> vllm_shaped_server(std::vector<std::string> extra) {
-  std::vector<std::string> argv{"/usr/bin/python3", std::string(LD_SOURCE_DIR) + "/tests/target/vllm_shaped_server.py",
-                                "--token-ms",       "20",
-                                "--tokens",         "30"};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  return argv;
+  return python_target("vllm_shaped_server.py", std::move(extra));
 }
 
 // The engine core was taken in, and the report says why.

@@ -23,7 +23,6 @@ Prints "listening on 127.0.0.1:PORT" when ready.
 """
 import argparse
 import asyncio
-import hashlib
 import os
 import socket
 import sys
@@ -32,43 +31,12 @@ import threading
 import time
 
 import uvicorn
+from target_work import calibrate, native_work, python_work
 from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 
 ARGS = None
-WORK = b"\x5a" * (1 << 20)  # hashed per token: native work, GIL released
 TOKEN_LOCK = threading.Lock()
-HASHES_PER_MS = 1.0
-
-
-def calibrate():
-    """How many 1 MiB hashes make a millisecond here (best of a few runs)."""
-    global HASHES_PER_MS
-    best = 0.0
-    for _ in range(5):
-        t = time.perf_counter()
-        for _ in range(20):
-            hashlib.sha256(WORK).digest()
-        took_ms = (time.perf_counter() - t) * 1000
-        best = max(best, 20 / max(took_ms, 1e-3))
-    HASHES_PER_MS = best
-
-
-def native_work(ms):
-    """ms of CPU in C code that releases the GIL."""
-    n = max(1, int(round(ms * HASHES_PER_MS)))
-    for _ in range(n):
-        hashlib.sha256(WORK).digest()
-
-
-def python_work(ms):
-    """ms of pure-Python bytecode: holds the GIL, runs in the caller's thread."""
-    end = time.thread_time() + ms / 1000.0
-    x = 0
-    while time.thread_time() < end:
-        for _ in range(200):
-            x += 1
-    return x
 
 
 def log_and_fsync(path, mib):
