@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   ld::cli::register_rules(app, exit_code);
   ld::cli::register_serve(app, exit_code);
   ld::cli::register_dump(app, exit_code);
+  ld::cli::register_diff(app, exit_code);
   ld::cli::register_version(app, exit_code);
   try {
     app.parse(argc, argv);

@@ -84,6 +84,8 @@ Report build_report(const model::Timeline& timeline, const Target& target, uint6
   }
   report.requests = timeline.requests.size();
   report.gaps = all_gaps.size();
+  report.ttft_hist = model::make_log_histogram(ttfts);
+  report.tpot_hist = model::make_log_histogram(all_gaps);
   report.ttft_ms = model::describe(std::move(ttfts));
   report.tpot_ms = model::describe(std::move(all_gaps));
   return report;

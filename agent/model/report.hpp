@@ -16,6 +16,7 @@
 #include "model/cause.hpp"
 #include "model/client_join.hpp"
 #include "model/definitions.hpp"
+#include "model/histogram.hpp"
 #include "model/stats.hpp"
 #include "model/thread_tracks.hpp"
 #include "util/enum_names.hpp"
@@ -281,6 +282,9 @@ struct Report {
   uint64_t gaps = 0;  // TPOT gaps in tpot_ms (tokens - requests)
   Distribution ttft_ms;
   Distribution tpot_ms;  // over every gap of every request
+  // The same values in log bins (model/histogram.hpp): the JSON's summary.histograms, for diff.
+  LogHistogram ttft_hist;
+  LogHistogram tpot_hist;
   uint64_t non_streaming_requests = 0;
   uint64_t partial_requests = 0;
   uint64_t in_flight_requests = 0;

@@ -78,6 +78,32 @@ J thresholds_json(const Report& report) {
   return j;
 }
 
+// A bin's lower edge to 6 significant digits: enough to find the bin again (LogHistogram::add_bin).
+double bin_edge(int bin) {
+  const double low = LogHistogram::low_ms(bin);
+  if (low <= 0) return 0;
+  const double scale = std::pow(10.0, 5 - std::floor(std::log10(low)));
+  return std::round(low * scale) / scale;
+}
+
+template <class J>
+J histogram_json(const LogHistogram& h) {
+  J bins = J::array();
+  for (const auto& [bin, count] : h.bins()) bins.push_back(J::array({bin_edge(bin), count}));
+  return bins;
+}
+
+// [[lower edge ms, count], ...] in 2%-wide log bins: the distributions behind the percentiles,
+// for `diff` and plots, without every sample.
+template <class J>
+J histograms_json(const Report& report) {
+  J j = J::object();
+  j["bin_ratio"] = LogHistogram::kRatio;
+  j["ttft_ms"] = histogram_json<J>(report.ttft_hist);
+  j["tpot_ms"] = histogram_json<J>(report.tpot_hist);
+  return j;
+}
+
 template <class J>
 J summary_json(const Report& report) {
   J j = J::object();
@@ -96,6 +122,7 @@ J summary_json(const Report& report) {
   for (const auto& [name, count] : report.send_syscalls) syscalls[name] = count;
   j["token_send_syscalls"] = syscalls;
   j["thresholds"] = thresholds_json<J>(report);
+  j["histograms"] = histograms_json<J>(report);
   return j;
 }
 
