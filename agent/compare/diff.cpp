@@ -11,8 +11,8 @@
 
 namespace ld::compare {
 
-using nlohmann::json;
 using model::LogHistogram;
+using nlohmann::json;
 
 namespace {
 
@@ -146,16 +146,17 @@ double value_or_nan(const std::map<std::string, double>& m, const std::string& k
   return it == m.end() ? kNaN : it->second;
 }
 
-MetricRow metric_row(const std::string& name, const Side& a, const Side& b, bool ttft, const std::string& p,
-                     double q, uint64_t seed) {
+MetricRow metric_row(const std::string& name, const Side& a, const Side& b, bool ttft, const std::string& p, double q,
+                     uint64_t seed) {
   MetricRow row;
   row.name = name;
   row.before = value_or_nan(ttft ? a.ttft_ms : a.tpot_ms, p);
   row.after = value_or_nan(ttft ? b.ttft_ms : b.tpot_ms, p);
-  row.change = std::isfinite(row.before) && std::isfinite(row.after) && row.before > 0 ? row.after / row.before - 1
-                                                                                         : kNaN;
+  row.change =
+      std::isfinite(row.before) && std::isfinite(row.after) && row.before > 0 ? row.after / row.before - 1 : kNaN;
   if (std::isfinite(row.change))
-    row.interval = quantile_change_interval(ttft ? a.ttft_hist : a.tpot_hist, ttft ? b.ttft_hist : b.tpot_hist, q, seed);
+    row.interval =
+        quantile_change_interval(ttft ? a.ttft_hist : a.tpot_hist, ttft ? b.ttft_hist : b.tpot_hist, q, seed);
   return row;
 }
 

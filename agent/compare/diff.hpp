@@ -55,7 +55,7 @@ struct MetricRow {
   std::string name;   // "TTFT p99"
   double before = 0;  // ms; NaN when the run has none
   double after = 0;
-  double change = 0;  // after / before - 1; NaN when before is 0 or either is NaN
+  double change = 0;                 // after / before - 1; NaN when before is 0 or either is NaN
   std::optional<Interval> interval;  // 95%; none without histograms or with < kMinSamples
 };
 inline constexpr uint64_t kMinSamples = 5;
@@ -85,11 +85,11 @@ static_assert(util::names_every_value_in_order(kOutcomeNames));
 
 struct Verdict {
   Outcome outcome = Outcome::kTooLittleData;
-  std::string metric;      // the row the verdict rests on: "TPOT p99"
-  std::string cause;       // the slow tokens' leading cause before ("" without slow tokens)
-  bool cause_fell = false; // its share of token time at most half of before
-  bool fix_worked = false; // better, and the cause fell
-  std::string line;        // "TPOT p99 -71% (-76..-65%); disk_io 22% -> 0% of token time: the fix worked"
+  std::string metric;       // the row the verdict rests on: "TPOT p99"
+  std::string cause;        // the slow tokens' leading cause before ("" without slow tokens)
+  bool cause_fell = false;  // its share of token time at most half of before
+  bool fix_worked = false;  // better, and the cause fell
+  std::string line;         // "TPOT p99 -71% (-76..-65%); disk_io 22% -> 0% of token time: the fix worked"
 };
 
 struct Diff {
@@ -108,7 +108,7 @@ Diff diff_sides(Side before, Side after, uint64_t seed = 1);
 std::optional<Interval> quantile_change_interval(const model::LogHistogram& before, const model::LogHistogram& after,
                                                  double q, uint64_t seed, int resamples = 2000);
 
-std::string_view outcome_name(Outcome outcome);       // better | worse | no_change | too_little_data
+std::string_view outcome_name(Outcome outcome);         // better | worse | no_change | too_little_data
 std::string_view finding_change_name(FindingChange c);  // gone | new | still
 
 // Formats: text, markdown, html, json (schema latency-doctor/diff/v1).

@@ -26,10 +26,8 @@ std::string ms_text(double ms) {
 std::string change_text(const MetricRow& row) {
   if (!std::isfinite(row.change)) return "-";
   std::string text = fmt::format("{:+.1f}%", row.change * 100);
-  if (row.interval)
-    text += fmt::format(" ({:+.1f}%..{:+.1f}%)", row.interval->low * 100, row.interval->high * 100);
-  else
-    text += " (no interval)";
+  if (row.interval) text += fmt::format(" ({:+.1f}%..{:+.1f}%)", row.interval->low * 100, row.interval->high * 100);
+  else text += " (no interval)";
   return text;
 }
 
@@ -38,7 +36,8 @@ std::string share_text(double share) { return fmt::format("{:.1f}%", share * 100
 std::string slow_text(const Side& s) {
   const uint64_t slow = s.slow_ttft + s.slow_tpot;
   if (s.tokens == 0) return std::to_string(slow);
-  return fmt::format("{} ({:.1f} per 1k tokens)", slow, 1000.0 * static_cast<double>(slow) / static_cast<double>(s.tokens));
+  return fmt::format("{} ({:.1f} per 1k tokens)", slow,
+                     1000.0 * static_cast<double>(slow) / static_cast<double>(s.tokens));
 }
 
 std::string side_title(const Side& s) {
@@ -69,9 +68,9 @@ std::string severity_text(const FindingRow& f) {
 // ---------------------------------------------------------------- text
 
 std::string render_text(const Diff& d) {
-  std::string out = fmt::format("latency-doctor diff\n  before: {}\n  after:  {}\n\nVerdict: {}\n\n",
-                                report::printable(side_title(d.before)), report::printable(side_title(d.after)),
-                                d.verdict.line);
+  std::string out =
+      fmt::format("latency-doctor diff\n  before: {}\n  after:  {}\n\nVerdict: {}\n\n",
+                  report::printable(side_title(d.before)), report::printable(side_title(d.after)), d.verdict.line);
   TextTable numbers({{"", Align::kLeft}, {"before"}, {"after"}, {"change (95% interval)"}});
   numbers.add_row({"requests", std::to_string(d.before.requests), std::to_string(d.after.requests)});
   numbers.add_row({"tokens", std::to_string(d.before.tokens), std::to_string(d.after.tokens)});
@@ -89,7 +88,8 @@ std::string render_text(const Diff& d) {
   if (d.findings.empty()) out += "  none in either run\n";
   TextTable findings({{"", Align::kLeft}, {"severity", Align::kLeft}, {"finding", Align::kLeft}});
   for (const FindingRow& f : d.findings)
-    findings.add_row({std::string(finding_change_name(f.change)), severity_text(f), report::printable(finding_text(f))});
+    findings.add_row(
+        {std::string(finding_change_name(f.change)), severity_text(f), report::printable(finding_text(f))});
   if (!d.findings.empty()) out += findings.render("  ");
   return out;
 }
@@ -114,7 +114,8 @@ std::string render_markdown(const Diff& d) {
   out += fmt::format("| requests | {} | {} | |\n| tokens | {} | {} | |\n", d.before.requests, d.after.requests,
                      d.before.tokens, d.after.tokens);
   for (const MetricRow& row : d.metrics)
-    out += fmt::format("| {} ms | {} | {} | {} |\n", row.name, ms_text(row.before), ms_text(row.after), change_text(row));
+    out +=
+        fmt::format("| {} ms | {} | {} | {} |\n", row.name, ms_text(row.before), ms_text(row.after), change_text(row));
   out += fmt::format("| slow tokens | {} | {} | |\n\n", slow_text(d.before), slow_text(d.after));
   out += "## Time by cause\n\nShare of all token time; in brackets, the slow tokens' ms.\n\n";
   out += "| cause | before | after |\n|---|---:|---:|\n";
@@ -158,12 +159,9 @@ std::string render_json(const Diff& d) {
   j["schema"] = kDiffSchema;
   j["before"] = side_json(d.before);
   j["after"] = side_json(d.after);
-  j["verdict"] = {{"outcome", outcome_name(d.verdict.outcome)},
-                  {"metric", d.verdict.metric},
-                  {"cause", d.verdict.cause},
-                  {"cause_fell", d.verdict.cause_fell},
-                  {"fix_worked", d.verdict.fix_worked},
-                  {"line", d.verdict.line}};
+  j["verdict"] = {
+      {"outcome", outcome_name(d.verdict.outcome)}, {"metric", d.verdict.metric},         {"cause", d.verdict.cause},
+      {"cause_fell", d.verdict.cause_fell},         {"fix_worked", d.verdict.fix_worked}, {"line", d.verdict.line}};
   j["metrics"] = nlohmann::ordered_json::array();
   for (const MetricRow& row : d.metrics) {
     nlohmann::ordered_json m;
@@ -227,7 +225,8 @@ std::string histograms_svg(const std::string& title, const model::LogHistogram& 
   for (double v : sb) top = std::max(top, v);
   const report::PlotArea area{60, 16, 600, 170};
   report::Svg svg(700, 240, title);
-  const double x0 = std::log10(LogHistogram::low_ms(lo)), x1 = std::log10(LogHistogram::low_ms(lo + static_cast<int>(sa.size()) * group));
+  const double x0 = std::log10(LogHistogram::low_ms(lo)),
+               x1 = std::log10(LogHistogram::low_ms(lo + static_cast<int>(sa.size()) * group));
   const report::LinearScale x{x0, x1, area.left, area.right()};
   const report::LinearScale y{0, top * 1.05, area.bottom(), area.top};
   svg.y_axis(area, y, report::nice_ticks(0, top * 100 * 1.05, 4), "");
@@ -241,7 +240,8 @@ std::string histograms_svg(const std::string& title, const model::LogHistogram& 
     std::vector<std::pair<double, double>> points;
     for (size_t i = 0; i < shares.size(); ++i) {
       const int bin = lo + static_cast<int>(i) * group;
-      const double left = x(std::log10(LogHistogram::low_ms(bin))), right = x(std::log10(LogHistogram::low_ms(bin + group)));
+      const double left = x(std::log10(LogHistogram::low_ms(bin))),
+                   right = x(std::log10(LogHistogram::low_ms(bin + group)));
       points.emplace_back(left, y(shares[i]));
       points.emplace_back(right, y(shares[i]));
     }
@@ -262,9 +262,10 @@ std::string render_html(const Diff& d) {
       "background:#fdecea}.sw{display:inline-block;width:11px;height:11px;border-radius:2px;margin-right:4px;"
       "vertical-align:-1px}.note{color:#555}svg{max-width:100%;height:auto}svg text{font-size:11px;fill:#333}"
       "</style></head><body><main>\n<h1>latency-doctor diff</h1>\n";
-  out += fmt::format("<p><span class=\"sw\" style=\"background:{}\"></span>before: {}<br><span class=\"sw\" "
-                     "style=\"background:{}\"></span>after: {}</p>\n",
-                     kBeforeColor, h(side_title(d.before)), kAfterColor, h(side_title(d.after)));
+  out += fmt::format(
+      "<p><span class=\"sw\" style=\"background:{}\"></span>before: {}<br><span class=\"sw\" "
+      "style=\"background:{}\"></span>after: {}</p>\n",
+      kBeforeColor, h(side_title(d.before)), kAfterColor, h(side_title(d.after)));
   const char* verdict_class = d.verdict.outcome == Outcome::kBetter  ? " better"
                               : d.verdict.outcome == Outcome::kWorse ? " worse"
                                                                      : "";
@@ -277,8 +278,10 @@ std::string render_html(const Diff& d) {
                        ms_text(row.before), ms_text(row.after), h(change_text(row)));
   out += fmt::format("<tr><td>slow tokens</td><td class=n>{}</td><td class=n>{}</td><td></td></tr></table>\n",
                      h(slow_text(d.before)), h(slow_text(d.after)));
-  out += "<h2>TPOT: both runs on one axis</h2>\n" + histograms_svg("TPOT histograms, before and after", d.before.tpot_hist, d.after.tpot_hist);
-  out += "<h2>TTFT: both runs on one axis</h2>\n" + histograms_svg("TTFT histograms, before and after", d.before.ttft_hist, d.after.ttft_hist);
+  out += "<h2>TPOT: both runs on one axis</h2>\n" +
+         histograms_svg("TPOT histograms, before and after", d.before.tpot_hist, d.after.tpot_hist);
+  out += "<h2>TTFT: both runs on one axis</h2>\n" +
+         histograms_svg("TTFT histograms, before and after", d.before.ttft_hist, d.after.ttft_hist);
   out += "<p class=\"note\">Share of each run's values per bin; blue before, orange after.</p>\n";
   out += "<h2>Time by cause</h2>\n<p class=\"note\">Share of all token time; the slow tokens' ms beside.</p>\n";
   out += "<table><tr><th>cause</th><th>before</th><th>slow ms</th><th>after</th><th>slow ms</th></tr>\n";

@@ -20,9 +20,7 @@ int LogHistogram::bin_of(double ms) {
 
 double LogHistogram::low_ms(int bin) { return bin <= kBelowBase ? 0.0 : kBaseMs * std::pow(kRatio, bin); }
 double LogHistogram::high_ms(int bin) { return bin <= kBelowBase ? kBaseMs : kBaseMs * std::pow(kRatio, bin + 1); }
-double LogHistogram::mid_ms(int bin) {
-  return bin <= kBelowBase ? kBaseMs / 2 : std::sqrt(low_ms(bin) * high_ms(bin));
-}
+double LogHistogram::mid_ms(int bin) { return bin <= kBelowBase ? kBaseMs / 2 : std::sqrt(low_ms(bin) * high_ms(bin)); }
 
 void LogHistogram::add(double ms, uint64_t times) {
   if (std::isnan(ms) || ms < 0 || times == 0) return;
@@ -33,8 +31,8 @@ void LogHistogram::add(double ms, uint64_t times) {
 void LogHistogram::add_bin(double low_ms_value, uint64_t times) {
   if (std::isnan(low_ms_value) || low_ms_value < 0 || times == 0) return;
   // A written edge is rounded: the nearest bin edge, not floor(), finds its bin.
-  const int bin = low_ms_value < kBaseMs ? kBelowBase
-                                         : static_cast<int>(std::lround(std::log(low_ms_value / kBaseMs) / kLogRatio));
+  const int bin =
+      low_ms_value < kBaseMs ? kBelowBase : static_cast<int>(std::lround(std::log(low_ms_value / kBaseMs) / kLogRatio));
   bins_[bin] += times;
   count_ += times;
 }

@@ -27,9 +27,9 @@ class LogHistogram {
   const std::map<int, uint64_t>& bins() const { return bins_; }
 
   static int bin_of(double ms);
-  static double low_ms(int bin);   // 0 for kBelowBase
+  static double low_ms(int bin);  // 0 for kBelowBase
   static double high_ms(int bin);
-  static double mid_ms(int bin);   // geometric middle; kBaseMs / 2 for kBelowBase
+  static double mid_ms(int bin);  // geometric middle; kBaseMs / 2 for kBelowBase
 
   // The value under which a fraction u (0..1] of the counts lie: the first bin whose cumulative
   // count reaches u * count(), at its middle. NaN when empty.
