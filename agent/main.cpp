@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Help for every command");
   int exit_code = ld::cli::kExitOk;
   ld::cli::register_attach(app, exit_code);
+  ld::cli::register_top(app, exit_code);
   ld::cli::register_record(app, exit_code);
   ld::cli::register_report(app, exit_code);
   ld::cli::register_bench(app, exit_code);

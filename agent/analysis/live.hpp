@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -13,10 +14,24 @@ struct ld_hdr;
 
 namespace ld::analysis {
 
+// A first token or a gap between tokens, as the record that ended it was read.
+struct LiveSample {
+  bool first_token = false;  // a TTFT, else a gap before token `token_index`
+  double ms = 0;
+  uint64_t end_ns = 0;  // CLOCK_MONOTONIC of the token's send
+  uint64_t token_index = 0;
+  uint32_t tid = 0;
+  uint16_t port = 0;  // the server's local port
+};
+
 class LiveWatch {
  public:
   LiveWatch(double ttft_limit_ms, double gap_limit_ms) : ttft_limit_ms_(ttft_limit_ms), gap_limit_ms_(gap_limit_ms) {}
-  // A line to show for this record ("" for none).
+  // The first token or gap this record ends, if it ends one.
+  std::optional<LiveSample> observe(const ld_hdr& rec, size_t size);
+  // Over the limits: a first token that feels stuck, a gap that breaks the sentence.
+  bool slow(const LiveSample& s) const { return s.ms > (s.first_token ? ttft_limit_ms_ : gap_limit_ms_); }
+  // A line to show for this record ("" for none): its sample when slow.
   std::string on_record(const ld_hdr& rec, size_t size);
 
  private:

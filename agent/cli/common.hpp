@@ -106,6 +106,7 @@ void register_rules(CLI::App& app, int& exit_code);
 void register_serve(CLI::App& app, int& exit_code);
 void register_dump(CLI::App& app, int& exit_code);
 void register_diff(CLI::App& app, int& exit_code);
+void register_top(CLI::App& app, int& exit_code);
 
 // --rules DIR|FILE (repeatable): rules added to the shipped ones, same ids replacing them.
 void add_rules_option(CLI::App* sub, std::vector<std::string>& paths);

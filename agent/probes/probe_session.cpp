@@ -405,7 +405,9 @@ void ProbeSession::wake_when_readable(int fd) {
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLONESHOT;
   ev.data.fd = fd;
-  epoll_ctl(ring_buffer__epoll_fd(impl_->ring.get()), EPOLL_CTL_ADD, fd, &ev);
+  const int epfd = ring_buffer__epoll_fd(impl_->ring.get());
+  // Asked again for an fd it has seen (a terminal's keys): re-arm it.
+  if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST) epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev);
 }
 
 std::vector<model::ProbeStatus> ProbeSession::status() const {

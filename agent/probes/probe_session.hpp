@@ -79,6 +79,7 @@ class ProbeSession {
   // poll() also returns (once) when `fd` becomes readable, e.g. a target's pidfd at its exit,
   // instead of at the end of a read interval. The caller keeps the fd open while polling, and
   // still checks what it waits for at each wake-up: an fd the kernel refuses is only slower.
+  // Asked again for the same fd, it re-arms it (a terminal, read at each wake-up).
   void wake_when_readable(int fd);
   // Drains the ring buffer and lets each probe flush what it holds (aggregates, stacks).
   void finish();

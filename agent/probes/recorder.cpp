@@ -177,6 +177,7 @@ void install_stop_signals() {
 }
 
 bool stop_requested() { return g_stop != 0; }
+void request_stop() { g_stop = 1; }
 
 RecordResult record(const RecordOptions& options, const LiveSink& live, const StatusLine& status) {
   validate_pids(options.pids);
@@ -305,7 +306,7 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
       uint64_t left_ms = options.duration_ms > elapsed_ms ? options.duration_ms - elapsed_ms : 0;
       timeout_ms = static_cast<int>(std::min<uint64_t>(left_ms, interval_ms));
     }
-    session.poll(timeout_ms);
+    session.poll(g_stop ? 0 : timeout_ms);  // a stop asked from on_wake (a key) ends at once
     uint64_t now = host::monotonic_now_ns();
     if (g_stop) {
       result.stop_reason = trace::StopReason::kSignal;

@@ -81,6 +81,8 @@ RecordResult record(const RecordOptions& options, const LiveSink& live, const St
 // SIGINT/SIGTERM stop a recording gracefully (the report is still produced).
 void install_stop_signals();
 bool stop_requested();
+// Stops the recording as SIGINT would (a key in `top`).
+void request_stop();
 
 // The agent's own CPU (user + system, all its threads, in ms) and peak RSS (MiB) so far.
 struct OwnUsage {

@@ -7,7 +7,9 @@
 //   summary.tpot_mean_ms  summary.tpot_stddev_ms  summary.short_response_share (< 64 tokens)
 //   outliers.count  outliers.ttft  outliers.tpot  outliers.explained_share (mean, non-unknown)
 //   cause.C.outliers   outliers whose largest cause is C
-//   cause.C.material   outliers where C took at least a fifth of the window
+//   cause.C.material   outliers where C took at least a fifth of the window, or a tenth where it
+//                      does so in half of the outliers or more (three at least)
+//   cause.C.slow_tokens  outliers where C is the largest cause or material
 //   cause.C.ms         C's ms summed over all outliers       cause.C.max_ms  largest in one
 //   cause.C.share      C's ms / all outlier ms
 //   cause.C.<key>      evidence of the outlier where C had the most ms, e.g.

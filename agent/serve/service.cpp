@@ -182,12 +182,14 @@ void Service::on_start(const trace::TraceHeader& header) {
   count_from_ns_ = now;
   next_cut_ns_ = now + options_.window_ms * util::kNsPerMs;
   last_flush_ns_ = now;
+  advance_clock(now);
   flight_->start(trace::to_json(header_), now);
 }
 
 void Service::on_record(const ld_hdr& rec, size_t size) {
   flight_->append(rec, size);
   buffer_.append(rec, size);
+  advance_clock(rec.ts_ns);
 }
 
 json Service::trailer_json(const std::vector<model::ProbeStatus>& probes, uint64_t end_ns) const {
@@ -202,6 +204,7 @@ json Service::trailer_json(const std::vector<model::ProbeStatus>& probes, uint64
 void Service::update_agent_metrics() { metrics_.set_agent(own_cpu_seconds(), own_rss_bytes()); }
 
 void Service::on_wake(uint64_t now, const SessionHooks& hooks) {
+  advance_clock(now);
   // Under load the ring wakes the agent more often than the read interval: targets are looked
   // for once a read interval at most.
   if (now - last_discovery_ns_ >= options_.flush_ms * util::kNsPerMs) {
@@ -288,7 +291,11 @@ DumpAnswer Service::dump(uint64_t since_ms) {
   DumpAnswer answer;
   static std::atomic<uint64_t> counter{0};
   const std::string tmp = fmt::format("{}/.dump-{}-{}.ldtrace", options_.flight.dir, getpid(), counter++);
-  const uint64_t now = host::monotonic_now_ns();
+  // "The last N seconds" of the stream, by its own clock: a replayed trace's times are not this
+  // host's. A live stream's trails the host's by a read interval at most, and what came after
+  // its last wake-up is not in the recorder yet.
+  const uint64_t stream_now = stream_now_ns_.load(std::memory_order_relaxed);
+  const uint64_t now = stream_now > 0 ? stream_now : host::monotonic_now_ns();
   const uint64_t span = since_ms * util::kNsPerMs;
   std::vector<model::ProbeStatus> probes;
   {

@@ -4,6 +4,7 @@
 // captures. Everything here runs without BPF, so the unit tests drive it with records.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -132,6 +133,13 @@ class Service {
   uint64_t last_flush_ns_ = 0;
   uint64_t last_discovery_ns_ = 0;
   std::vector<model::ProbeStatus> last_probes_;
+  // The stream's clock: the newest wake-up or record time seen. A live session's is the host's
+  // monotonic clock; a replayed trace's is the recording host's, which may run ahead of or behind
+  // this one. The dump socket's thread reads it.
+  std::atomic<uint64_t> stream_now_ns_{0};
+  void advance_clock(uint64_t ns) {
+    if (ns > stream_now_ns_.load(std::memory_order_relaxed)) stream_now_ns_.store(ns, std::memory_order_relaxed);
+  }
 
   // Shared with the analysis thread.
   mutable std::mutex mu_;

@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -129,6 +132,57 @@ inline json run_and_report(int pid, const std::string& duration, const std::func
   json report = json::parse(ld::test::read_file(out), nullptr, false);
   unlink(out.c_str());
   return report;
+}
+
+// A scratch directory for one test, removed after it.
+struct Dir {
+  std::filesystem::path path;
+  explicit Dir(const std::string& name) : path("/tmp/ld-test-" + std::to_string(getpid()) + "-" + name) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~Dir() { std::filesystem::remove_all(path); }
+  std::string operator/(const std::string& p) const { return (path / p).string(); }
+};
+
+// The BPF programs and links `pid` holds, by kernel id (/proc/PID/fdinfo: a program's fd shows
+// prog_id, a link's link_id and its program's prog_id). Ids, not a count of `name ld_*`: other
+// agents may run on the host meanwhile, and this bpftool does not list owning pids.
+struct BpfIds {
+  std::set<unsigned> progs, links;
+};
+inline BpfIds bpf_ids_of(int pid) {
+  BpfIds ids;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fdinfo";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    std::ifstream in(e.path());
+    std::string key;
+    unsigned value = 0;
+    while (in >> key) {
+      if (key == "prog_id:" && in >> value) ids.progs.insert(value);
+      else if (key == "link_id:" && in >> value) ids.links.insert(value);
+    }
+  }
+  return ids;
+}
+// How many of `ids` the kernel still has (bpftool prog/link show id N fails for a freed one).
+inline int still_loaded(const BpfIds& ids) {
+  int n = 0;
+  for (unsigned id : ids.progs)
+    n += system(("bpftool prog show id " + std::to_string(id) + " >/dev/null 2>&1").c_str()) == 0;
+  for (unsigned id : ids.links)
+    n += system(("bpftool link show id " + std::to_string(id) + " >/dev/null 2>&1").c_str()) == 0;
+  return n;
+}
+// Programs are freed after an RCU grace period once their last fd closes: wait a little.
+inline int still_loaded_settled(const BpfIds& ids) {
+  int n = still_loaded(ids);
+  for (int i = 0; i < 100 && n != 0; ++i) {
+    std::this_thread::sleep_for(100ms);
+    n = still_loaded(ids);
+  }
+  return n;
 }
 
 }  // namespace ld::test::agent

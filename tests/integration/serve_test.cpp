@@ -102,16 +102,6 @@ double scrape_value(int port, const std::string& series) {
   return -1;
 }
 
-struct Dir {
-  fs::path path;
-  explicit Dir(const std::string& name) : path("/tmp/ld-serve-test-" + std::to_string(getpid()) + "-" + name) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Dir() { fs::remove_all(path); }
-  std::string operator/(const std::string& p) const { return (path / p).string(); }
-};
-
 // Starts serve and waits for its "attached to pid" line.
 std::unique_ptr<Child> start_serve(std::vector<std::string> args) {
   std::vector<std::string> argv{kAgent, "serve"};
@@ -135,46 +125,6 @@ int run_bench(const std::string& url, int requests, int concurrency, int tokens)
   std::string out = bench.out();
   if (std::regex_search(out, m, std::regex(R"(requests ok\s+(\d+))"))) return std::stoi(m[1]);
   return -1;
-}
-
-// The BPF programs and links `pid` holds, by kernel id (/proc/PID/fdinfo: a program's fd shows
-// prog_id, a link's link_id and its program's prog_id). Ids, not a count of `name ld_*`: other
-// agents may run on the host meanwhile, and this bpftool does not list owning pids.
-struct BpfIds {
-  std::set<unsigned> progs, links;
-};
-BpfIds bpf_ids_of(int pid) {
-  BpfIds ids;
-  const std::string dir = "/proc/" + std::to_string(pid) + "/fdinfo";
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    std::ifstream in(e.path());
-    std::string key;
-    unsigned value = 0;
-    while (in >> key) {
-      if (key == "prog_id:" && in >> value) ids.progs.insert(value);
-      else if (key == "link_id:" && in >> value) ids.links.insert(value);
-    }
-  }
-  return ids;
-}
-// How many of `ids` the kernel still has (bpftool prog/link show id N fails for a freed one).
-int still_loaded(const BpfIds& ids) {
-  int n = 0;
-  for (unsigned id : ids.progs)
-    n += system(("bpftool prog show id " + std::to_string(id) + " >/dev/null 2>&1").c_str()) == 0;
-  for (unsigned id : ids.links)
-    n += system(("bpftool link show id " + std::to_string(id) + " >/dev/null 2>&1").c_str()) == 0;
-  return n;
-}
-// Programs are freed after an RCU grace period once their last fd closes: wait a little.
-int still_loaded_settled(const BpfIds& ids) {
-  int n = still_loaded(ids);
-  for (int i = 0; i < 100 && n != 0; ++i) {
-    std::this_thread::sleep_for(100ms);
-    n = still_loaded(ids);
-  }
-  return n;
 }
 
 }  // namespace
