@@ -1,7 +1,5 @@
 #include "analysis/live.hpp"
 
-#include <fmt/format.h>
-
 #include "analysis/record_view.hpp"
 #include "events.h"
 #include "util/time.hpp"
@@ -33,14 +31,6 @@ std::optional<LiveSample> LiveWatch::observe(const ld_hdr& rec, size_t size) {
   s.last_token_ns = rec.ts_ns;
   s.tokens++;
   return sample;
-}
-
-std::string LiveWatch::on_record(const ld_hdr& rec, size_t size) {
-  const auto s = observe(rec, size);
-  if (!s || !slow(*s)) return "";
-  if (s->first_token) return fmt::format("live: slow first token {:.0f} ms (tid {}, port {})", s->ms, s->tid, s->port);
-  return fmt::format("live: slow gap {:.0f} ms before token {} (tid {}, port {})", s->ms, s->token_index, s->tid,
-                     s->port);
 }
 
 }  // namespace ld::analysis

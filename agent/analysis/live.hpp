@@ -1,5 +1,5 @@
-// attach --live: slow first tokens and slow gaps printed while the trace runs, from the socket
-// records alone (the full attribution needs the whole window and comes with the report).
+// The first tokens and gaps of the live views (top, attach --live) as the records are read,
+// from the socket records alone.
 // A deliberately small model of the timeline: per socket, the last request line received and
 // the last token sent; no reordering across CPUs (records may come a few ms late, so a gap can
 // be off by that much; the report's numbers are the exact ones).
@@ -31,8 +31,6 @@ class LiveWatch {
   std::optional<LiveSample> observe(const ld_hdr& rec, size_t size);
   // Over the limits: a first token that feels stuck, a gap that breaks the sentence.
   bool slow(const LiveSample& s) const { return s.ms > (s.first_token ? ttft_limit_ms_ : gap_limit_ms_); }
-  // A line to show for this record ("" for none): its sample when slow.
-  std::string on_record(const ld_hdr& rec, size_t size);
 
  private:
   struct Stream {

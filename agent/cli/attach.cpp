@@ -5,8 +5,9 @@
 #include <CLI/CLI.hpp>
 
 #include "analysis/event_analyzer.hpp"
-#include "analysis/live.hpp"
 #include "cli/common.hpp"
+#include "live/top_model.hpp"
+#include "live/top_screen.hpp"
 #include "probes/probe_session.hpp"
 #include "probes/recorder.hpp"
 #include "rules/engine.hpp"
@@ -39,28 +40,36 @@ int run_attach(const AttachOptions& o) {
   options.trace_path = o.record_path;
   options.token_source = *token_source;
   auto out = Output::open(o.output);
-  const rules::RuleSet rule_set = rules::load_rules(o.rules);  // a bad --rules fails before tracing
+  // A bad --rules fails before tracing.
+  const auto rule_set = std::make_shared<const rules::RuleSet>(rules::load_rules(o.rules));
   analysis::EventAnalyzer analyzer;
   if (format_needs_thread_tracks(o.format)) analyzer.keep_thread_tracks();
   probes::install_stop_signals();
   auto status = [&] {
     return fmt::format("{} events, {} requests", analyzer.records(), analyzer.request_lines_seen());
   };
-  // --live: the article's perception limits (a first token after 800 ms feels stuck, a gap over
-  // 150 ms reads as a broken sentence), shown as they happen; the causes come in the report.
-  analysis::LiveWatch live(model::Thresholds{}.ttft_stuck_ms, model::Thresholds{}.gap_broken_ms);
+  // --live: each slow token with its cause a second or so after it, from top's engine (a first
+  // token over 800 ms or a gap over 150 ms starts the attribution over the last minute).
+  std::optional<live::TopModel> live;
+  if (o.live) {
+    live.emplace(live::TopOptions{}, rule_set);
+    options.on_start = [&](const trace::TraceHeader& header) { live->on_start(header); };
+    options.on_wake = [&](probes::ProbeSession& session, uint64_t now) {
+      for (const auto& token : live->tick(now, session.status()))
+        fmt::print(stderr, "{}live: {}\n", isatty(STDERR_FILENO) ? "\r\033[K" : "",  // over the progress line
+                   live::slow_token_line(token));
+    };
+  }
   auto recorded = probes::record(
       options,
       [&](const ld_hdr& rec, size_t size) {
         analyzer.on_record(rec, size);
-        if (o.live)
-          if (auto line = live.on_record(rec, size); !line.empty())
-            fmt::print(stderr, "{}{}\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", line);  // over the progress line
+        if (live) live->on_record(rec, size);
       },
       status);
   auto report = analyzer.finish(trace::TraceMeta{recorded.header, recorded.trailer, {}}, options.token_source,
                                 std::move(recorded.warnings), client_source);
-  rules::apply_rules(report, rule_set, rules::host_facts_of(report));
+  rules::apply_rules(report, *rule_set, rules::host_facts_of(report));
   out->write(render(report, o.format));
   print_warnings(report.warnings);
   if (!o.record_path.empty() && !o.record.quiet)
@@ -98,8 +107,8 @@ void register_attach(CLI::App& app, int& exit_code) {
   sub->add_option("-o,--output", opts->output, "Write the report to FILE (mode 0600) instead of stdout");
   add_rules_option(sub, opts->rules);
   sub->add_flag("--live", opts->live,
-                "Also print each slow first token (> 800 ms) and slow gap (> 150 ms) on stderr as it happens; "
-                "the causes come with the report");
+                "Also print each slow first token (> 800 ms) and slow gap (> 150 ms) on stderr with its cause, "
+                "a second or two after it (as `top --lines` does)");
   sub->callback([opts, &exit_code] { exit_code = run_command("attach", [&] { return run_attach(*opts); }); });
 }
 

@@ -32,7 +32,9 @@ TEST(Diff, OfTheFsyncFaultAndItsFixSaysTheFixWorked) {
   Child text({kAgent, "diff", before, after});
   ASSERT_EQ(text.wait(60s).value_or(-1), 0) << text.err();
   std::cout << text.out();
-  EXPECT_TRUE(std::regex_search(text.out(), std::regex(R"(TPOT p99 -\d+%.*disk_io \d+% -> 0% .*the fix worked)")))
+  // The verdict rests on the p99 that changed most (TTFT or TPOT: the fault may land on a first token).
+  EXPECT_TRUE(
+      std::regex_search(text.out(), std::regex(R"((TTFT|TPOT) p99 -\d+%.*disk_io \d+% -> 0% .*the fix worked)")))
       << text.out();
 
   // The JSON reports diff as the traces do.

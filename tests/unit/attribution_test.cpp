@@ -709,7 +709,7 @@ TEST(BatchInterference, AFirstTokenQueuedBehindAnEarlierPrefillIsBatchInterferen
   EXPECT_EQ(gaps, 1u);
 }
 
-TEST(LiveWatch, ReportsSlowFirstTokensAndGapsAsTheyHappen) {
+TEST(LiveWatch, SeesFirstTokensAndGapsAsTheyHappen) {
   ld::analysis::LiveWatch live(800, 150);
   auto io = [](uint64_t ts, uint8_t dir, uint8_t cls) {
     auto r = record<ld_sock_io>(LD_EV_SOCK_IO, 100, 101, ts);
@@ -719,17 +719,32 @@ TEST(LiveWatch, ReportsSlowFirstTokensAndGapsAsTheyHappen) {
     r.lport = 8000;
     return r;
   };
-  auto feed = [&](const ld_sock_io& r) { return live.on_record(r.hdr, sizeof(r)); };
-  EXPECT_EQ(feed(io(100 * kMs, LD_DIR_RECV, LD_PC_HTTP_REQUEST)), "");
-  EXPECT_EQ(feed(io(1000 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA)), "live: slow first token 900 ms (tid 101, port 8000)");
-  EXPECT_EQ(feed(io(1040 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA)), "");
-  EXPECT_EQ(feed(io(1041 * kMs, LD_DIR_SEND, LD_PC_CHUNK_FRAME)), "");  // framing is not a token
-  EXPECT_EQ(feed(io(1440 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA)),
-            "live: slow gap 400 ms before token 2 (tid 101, port 8000)");
-  EXPECT_EQ(feed(io(1450 * kMs, LD_DIR_SEND, LD_PC_SSE_DONE)), "");
-  // The next request on the keep-alive connection starts afresh: a quick first token is silent.
-  EXPECT_EQ(feed(io(5000 * kMs, LD_DIR_RECV, LD_PC_HTTP_REQUEST)), "");
-  EXPECT_EQ(feed(io(5100 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA)), "");
+  auto feed = [&](const ld_sock_io& r) { return live.observe(r.hdr, sizeof(r)); };
+  EXPECT_FALSE(feed(io(100 * kMs, LD_DIR_RECV, LD_PC_HTTP_REQUEST)));
+  auto first = feed(io(1000 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA));
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(first->first_token);
+  EXPECT_DOUBLE_EQ(first->ms, 900);
+  EXPECT_EQ(first->tid, 101u);
+  EXPECT_EQ(first->port, 8000);
+  EXPECT_TRUE(live.slow(*first));
+  auto quick = feed(io(1040 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA));
+  ASSERT_TRUE(quick);
+  EXPECT_FALSE(live.slow(*quick));
+  EXPECT_FALSE(feed(io(1041 * kMs, LD_DIR_SEND, LD_PC_CHUNK_FRAME)));  // framing is not a token
+  auto gap = feed(io(1440 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA));
+  ASSERT_TRUE(gap);
+  EXPECT_FALSE(gap->first_token);
+  EXPECT_DOUBLE_EQ(gap->ms, 400);
+  EXPECT_EQ(gap->token_index, 2u);
+  EXPECT_TRUE(live.slow(*gap));
+  EXPECT_FALSE(feed(io(1450 * kMs, LD_DIR_SEND, LD_PC_SSE_DONE)));
+  // The next request on the keep-alive connection starts afresh: a quick first token.
+  EXPECT_FALSE(feed(io(5000 * kMs, LD_DIR_RECV, LD_PC_HTTP_REQUEST)));
+  auto next = feed(io(5100 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA));
+  ASSERT_TRUE(next);
+  EXPECT_TRUE(next->first_token);
+  EXPECT_FALSE(live.slow(*next));
 }
 
 // ---------------------------------------------------------------- CUDA (the cuda probe)
