@@ -5,7 +5,8 @@
 # attribution never runs) and one whose every 10th token fsyncs for 300 ms (a slow token every
 # second or so: the attribution runs at most once a second). top runs on a real terminal
 # (a tmux pane, the screen drawn every second) and in line mode.
-# Usage: sudo bash bench/top_cost.sh [ROUNDS] [REQUESTS]   (defaults 3 120: ~12 s a run)
+# Usage: sudo bash bench/top_cost.sh [ROUNDS] [REQUESTS]   (defaults 3 120: ~12 s a clean run;
+#        the fsync load runs a quarter of the requests: each stall appends ~20 MiB to its log)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -54,9 +55,10 @@ for fault in clean fsync; do
     for cond in attach top-lines top-screen; do
       start_agent "$cond"
       t0=$(cpu_ticks "$agent_pid"); w0=$(date +%s%N)
-      load "$work/tokens.jsonl" "$requests" 2 >/dev/null
+      load "$work/tokens.jsonl" "$([ "$fault" = fsync ] && echo $((requests / 4)) || echo "$requests")" 2 >/dev/null
       t1=$(cpu_ticks "$agent_pid"); w1=$(date +%s%N)
       stop_agent
+      [ "$fault" = fsync ] && : >"$work/fault.log"  # the fault appends ~20 MiB a stall: keep the disk
       awk -v t=$((t1 - t0)) -v hz="$hz" -v ns=$((w1 - w0)) -v c="$cond" -v f="$fault" -v r="$round" \
         'BEGIN {printf "%s %s %d %.2f\n", f, c, r, t / hz * 1e9 / ns * 100}'
     done

@@ -27,10 +27,18 @@ std::optional<LiveSample> LiveWatch::observe(const ld_hdr& rec, size_t size) {
   std::optional<LiveSample> sample;
   const uint64_t since = s.tokens == 0 ? s.request_ns : s.last_token_ns;
   if (since && rec.ts_ns > since)
-    sample = LiveSample{s.tokens == 0, util::ns_to_ms(rec.ts_ns - since), rec.ts_ns, s.tokens, rec.tid, io.lport};
+    sample = LiveSample{s.tokens == 0, util::ns_to_ms(rec.ts_ns - since), rec.ts_ns, s.request_ns, s.tokens, rec.tid,
+                        io.lport};
   s.last_token_ns = rec.ts_ns;
   s.tokens++;
   return sample;
+}
+
+uint64_t LiveWatch::oldest_open_request_ns() const {
+  uint64_t oldest = 0;
+  for (const auto& [sock, s] : streams_)
+    if (s.request_ns && (!oldest || s.request_ns < oldest)) oldest = s.request_ns;
+  return oldest;
 }
 
 }  // namespace ld::analysis

@@ -18,7 +18,8 @@ namespace ld::analysis {
 struct LiveSample {
   bool first_token = false;  // a TTFT, else a gap before token `token_index`
   double ms = 0;
-  uint64_t end_ns = 0;  // CLOCK_MONOTONIC of the token's send
+  uint64_t end_ns = 0;      // CLOCK_MONOTONIC of the token's send
+  uint64_t request_ns = 0;  // of its stream's request line (0 when it came before the records)
   uint64_t token_index = 0;
   uint32_t tid = 0;
   uint16_t port = 0;  // the server's local port
@@ -31,6 +32,8 @@ class LiveWatch {
   std::optional<LiveSample> observe(const ld_hdr& rec, size_t size);
   // Over the limits: a first token that feels stuck, a gap that breaks the sentence.
   bool slow(const LiveSample& s) const { return s.ms > (s.first_token ? ttft_limit_ms_ : gap_limit_ms_); }
+  // When the oldest stream still open received its request (0 when none is open).
+  uint64_t oldest_open_request_ns() const;
 
  private:
   struct Stream {

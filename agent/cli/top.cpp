@@ -233,10 +233,16 @@ int run_top(const TopFlags& o) {
   terminal.reset();  // the screen goes before anything is printed
   // The last findings stay on the terminal after the screen is gone.
   const auto& findings = model.view().findings;
-  fmt::print(stderr, "latency-doctor top: stopped ({}); {} slow token(s) seen{}\n",
-             state.quit_by_key ? "q" : trace::stop_reason_name(result.stop_reason), model.view().slow_seen,
-             findings.empty() ? "" : fmt::format(", {} finding(s):", findings.size()));
-  for (const auto& f : findings) fmt::print(stderr, "  {} {}: {}\n", f.severity, f.rule, f.title);
+  const auto& view = model.view();
+  fmt::print(stderr,
+             "latency-doctor top: stopped ({}) after {:.0f} s; {} slow token(s) seen; the agent's CPU {:.0f} ms, "
+             "{:.0f} ms of it in {} attribution(s){}\n",
+             state.quit_by_key ? "q" : trace::stop_reason_name(result.stop_reason), state.info.elapsed_s,
+             view.slow_seen, probes::own_usage().cpu_ms, view.analysis_ms, view.analyses,
+             findings.empty() ? "" : fmt::format("; {} finding(s):", findings.size()));
+  for (const auto& seen : findings)
+    fmt::print(stderr, "  {} {}: {} (last {})\n", seen.finding.severity, seen.finding.rule, seen.finding.title,
+               live::clock_text(seen.last_unix_ns));
   print_warnings(result.warnings);
   result.session.reset();  // detach before the exit code: nothing stays attached
   return kExitOk;

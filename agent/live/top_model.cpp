@@ -39,7 +39,8 @@ TopModel::TopModel(TopOptions options, std::shared_ptr<const rules::RuleSet> rul
     : options_(options),
       rules_(std::move(rules)),
       watch_(options.ttft_slow_ms, options.gap_slow_ms),
-      buffer_(options.max_buffer_bytes) {}
+      buffer_(options.max_buffer_bytes),
+      budget_ms_(options.analysis_burst_ms) {}
 
 void TopModel::on_start(const trace::TraceHeader& header) { header_ = header; }
 
@@ -50,7 +51,9 @@ void TopModel::on_record(const ld_hdr& rec, size_t size) {
   if (!sample) return;
   (sample->first_token ? ttft_ : tpot_).push_back({sample->end_ns, sample->ms});
   if (watch_.slow(*sample)) {
-    waiting_.push_back(sample->end_ns);
+    // Its stream from the request on: what the attribution must read to see this token.
+    const uint64_t window_start = sample->end_ns - static_cast<uint64_t>(sample->ms * util::kNsPerMs);
+    waiting_.push_back(sample->request_ns ? sample->request_ns : window_start);
     ++view_.slow_seen;
   }
 }
@@ -58,7 +61,11 @@ void TopModel::on_record(const ld_hdr& rec, size_t size) {
 std::vector<SlowToken> TopModel::tick(uint64_t now_ns, const std::vector<model::ProbeStatus>& probes) {
   prune(now_ns);
   std::vector<SlowToken> fresh;
-  if (!waiting_.empty() && rules_) fresh = explain(now_ns, probes);
+  if (budget_at_ns_)
+    budget_ms_ = std::min(options_.analysis_burst_ms,
+                          budget_ms_ + options_.analysis_cpu_share * util::ns_to_ms(now_ns - budget_at_ns_));
+  budget_at_ns_ = now_ns;
+  if (!waiting_.empty() && rules_ && budget_ms_ > 0) fresh = explain(now_ns, probes);
   update_numbers(now_ns);
   return fresh;
 }
@@ -75,21 +82,29 @@ void TopModel::prune(uint64_t now_ns) {
 
 std::vector<SlowToken> TopModel::explain(uint64_t now_ns, const std::vector<model::ProbeStatus>& probes) {
   serve::WindowInput input;
-  input.blocks = buffer_.snapshot();
   input.header = header_;
   input.probes = probes;
+  // From the oldest open stream's request (its gaps need it), the oldest waiting slow token's
+  // window, or the minimum, whichever is earliest; never past the look-back.
   const uint64_t lookback = options_.lookback_ms * util::kNsPerMs;
-  input.count_from_ns = now_ns > lookback ? now_ns - lookback : 0;
+  const uint64_t kept_from = now_ns > lookback ? now_ns - lookback : 0;
+  const uint64_t min_ns = options_.min_analysis_ms * util::kNsPerMs;
+  uint64_t from = now_ns > min_ns ? now_ns - min_ns : 0;
+  if (const uint64_t open = watch_.oldest_open_request_ns(); open) from = std::min(from, open);
+  for (const uint64_t needed : waiting_) from = std::min(from, needed);
+  input.count_from_ns = std::max(from, kept_from);
+  for (auto& block : buffer_.snapshot())
+    if (block->max_ts >= input.count_from_ns) input.blocks.push_back(std::move(block));
   input.count_to_ns = input.end_ns = now_ns;
   serve::WindowResult result = serve::analyze_window(input, *rules_);
   waiting_.clear();  // each was looked at: a report outlier now, or typical of this server
   ++view_.analyses;
   view_.last_analysis_ms = result.analysis_seconds * util::kMsPerSec;
+  budget_ms_ -= view_.last_analysis_ms;
+  view_.analysis_ms += view_.last_analysis_ms;
 
-  auto& findings = result.report.findings;
-  std::stable_sort(findings.begin(), findings.end(),
-                   [](const auto& a, const auto& b) { return severity_rank(a.severity) > severity_rank(b.severity); });
-  view_.findings = std::move(findings);
+  remember_findings(std::move(result.report.findings),
+                    model::mono_to_unix_ns(now_ns, result.report.realtime_minus_monotonic_ns));
 
   std::vector<SlowToken> fresh;
   for (const model::Outlier& o : result.report.outliers) {
@@ -124,6 +139,19 @@ std::vector<SlowToken> TopModel::explain(uint64_t now_ns, const std::vector<mode
     if (view_.slow.size() > options_.max_slow_tokens) view_.slow.pop_back();
   }
   return fresh;
+}
+
+void TopModel::remember_findings(std::vector<model::Finding> findings, uint64_t now_unix_ns) {
+  auto& seen = view_.findings;
+  for (model::Finding& f : findings) {
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const SeenFinding& s) { return s.finding.rule == f.rule; });
+    if (it == seen.end()) it = seen.insert(seen.end(), SeenFinding{});
+    *it = {std::move(f), now_unix_ns};
+  }
+  std::stable_sort(seen.begin(), seen.end(), [](const SeenFinding& a, const SeenFinding& b) {
+    const int ra = severity_rank(a.finding.severity), rb = severity_rank(b.finding.severity);
+    return ra != rb ? ra > rb : a.last_unix_ns > b.last_unix_ns;
+  });
 }
 
 void TopModel::update_numbers(uint64_t now_ns) {

@@ -32,6 +32,15 @@ struct TopOptions {
   // Records kept for the attribution: a stream longer than this loses its later gaps (the
   // request line is gone), as in serve's windows.
   uint64_t lookback_ms = 60'000;
+  // The attribution reads from the oldest open stream's request on, and at least this far back:
+  // enough typical gaps for the outlier rule's median. Its cost follows the streams' length.
+  uint64_t min_analysis_ms = 5'000;
+  // The attribution's CPU budget, a token bucket: it earns this share of a CPU and holds at most
+  // `analysis_burst_ms`; an attribution runs while the bucket is not empty. The first slow
+  // token of an incident is explained at the next tick; when slow tokens keep coming, their
+  // causes come as the budget allows (the screen counts those waiting).
+  double analysis_cpu_share = 0.005;
+  double analysis_burst_ms = 150;
   size_t max_buffer_bytes = 256u << 20;
   size_t max_slow_tokens = 200;  // the list keeps the newest
 };
@@ -53,19 +62,26 @@ struct SlowToken {
   uint64_t explained_mono_ns = 0;       // when the model gave it its cause
 };
 
+// A finding as the latest attribution that gave it wrote it.
+struct SeenFinding {
+  model::Finding finding;
+  uint64_t last_unix_ns = 0;  // when an attribution last gave it
+};
+
 struct TopView {
   model::Distribution ttft_10s, ttft_60s, tpot_10s, tpot_60s;  // ms
   std::vector<double> tpot_p99_by_second;                      // the last 60 s, oldest first; 0 where no gap ended
   std::vector<model::CauseTime> slow_causes_60s;               // the slow tokens' ms by cause, most first
   std::deque<SlowToken> slow;                                  // newest first
-  std::vector<model::Finding> findings;                        // of the latest attribution, most severe first
-  size_t pending = 0;                                          // slow tokens seen, their cause not known yet
-  uint64_t slow_seen = 0;                                      // slow first tokens and gaps since the start
+  std::vector<SeenFinding> findings;  // every one so far, by rule: most severe, then latest first
+  size_t pending = 0;                 // slow tokens seen, their cause not known yet
+  uint64_t slow_seen = 0;             // slow first tokens and gaps since the start
   uint64_t records = 0;
   uint64_t records_dropped = 0;  // by the memory cap
   uint64_t analyses = 0;
   double last_analysis_ms = 0;
-  bool frozen = false;  // the list takes no new rows
+  double analysis_ms = 0;  // all of them
+  bool frozen = false;     // the list takes no new rows
 };
 
 class TopModel {
@@ -90,6 +106,7 @@ class TopModel {
   };
   void prune(uint64_t now_ns);
   void update_numbers(uint64_t now_ns);
+  void remember_findings(std::vector<model::Finding> findings, uint64_t now_unix_ns);
   std::vector<SlowToken> explain(uint64_t now_ns, const std::vector<model::ProbeStatus>& probes);
 
   TopOptions options_;
@@ -98,7 +115,9 @@ class TopModel {
   analysis::LiveWatch watch_;
   serve::RecordBuffer buffer_;
   std::deque<Sample> ttft_, tpot_;  // the last 60 s, oldest first
-  std::deque<uint64_t> waiting_;    // end times of slow tokens not yet explained
+  double budget_ms_ = 0;            // the bucket (starts full: set in the constructor)
+  uint64_t budget_at_ns_ = 0;
+  std::deque<uint64_t> waiting_;  // slow tokens not yet explained: where their stream began
   // Slow tokens explained in the last two look-backs, the list's or not: a later attribution
   // finds them again (by thread and send time) and leaves them be.
   std::deque<SlowToken> explained_;

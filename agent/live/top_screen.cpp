@@ -117,10 +117,10 @@ std::vector<std::string> render_screen(const TopView& view, const ScreenInfo& in
   bottom.push_back(view.findings.empty() ? "Findings: none yet" : "Findings:");
   const size_t shown_findings = std::min<size_t>(view.findings.size(), 5);
   for (size_t i = 0; i < shown_findings; ++i) {
-    const auto& f = view.findings[i];
+    const auto& f = view.findings[i].finding;
     const std::string size = report::evidence_size_text(f);
-    bottom.push_back(
-        fmt::format("  {:<4}  {}: {}{}", f.severity, f.rule, f.title, size.empty() ? "" : " (" + size + ")"));
+    bottom.push_back(fmt::format("  {:<4}  {}: {} ({}last {})", f.severity, f.rule, f.title,
+                                 size.empty() ? "" : size + ", ", clock_text(view.findings[i].last_unix_ns)));
     if (i == 0 && !f.remedy.empty()) bottom.push_back("        fix: " + f.remedy);
   }
   bottom.push_back(probes_text(info.probes) +

@@ -83,7 +83,10 @@ TEST(TopModel, EachSlowTokenGetsItsCauseAtTheNextTickOnce) {
   ASSERT_FALSE(view.slow.empty());
   EXPECT_GE(view.slow.front().end_mono_ns, view.slow.back().end_mono_ns);  // newest first
   ASSERT_FALSE(view.findings.empty());
-  EXPECT_EQ(view.findings.front().rule, "disk-io-on-token-path");
+  EXPECT_EQ(view.findings.front().finding.rule, "disk-io-on-token-path");
+  std::set<std::string> rules;
+  for (const auto& f : view.findings)
+    EXPECT_TRUE(rules.insert(f.finding.rule).second) << "listed twice: " << f.finding.rule;
   ASSERT_FALSE(view.slow_causes_60s.empty());
   EXPECT_EQ(view.slow_causes_60s.front().cause, ld::model::Cause::kDiskIo);
   // Attribution ran only on ticks that had a slow token waiting.
@@ -111,6 +114,20 @@ TEST(TopModel, AFrozenListTakesNoNewRowsButStillCounts) {
   replay(model, trace);
   EXPECT_TRUE(model.view().slow.empty());
   EXPECT_FALSE(model.view().slow_causes_60s.empty());
+}
+
+// With no CPU earned after the first attribution, the slow tokens after it wait for their cause
+// (and are counted as waiting) instead of costing more.
+TEST(TopModel, TheAttributionKeepsToItsCpuBudget) {
+  const Recorded trace;
+  ld::live::TopOptions options;
+  options.analysis_cpu_share = 0;
+  options.analysis_burst_ms = 0.001;
+  TopModel model(options, shipped_rules());
+  replay(model, trace);
+  EXPECT_EQ(model.view().analyses, 1u);
+  EXPECT_GT(model.view().pending, 0u);
+  EXPECT_LT(model.view().slow.size(), model.view().slow_seen);
 }
 
 TEST(TopScreen, FitsTheTerminalAndNamesTheCause) {
