@@ -25,6 +25,26 @@ model::Distribution describe_since(const Samples& samples, uint64_t since_ns) {
   return model::describe(std::move(ms));
 }
 
+SlowToken slow_token(const model::Outlier& o, int64_t realtime_minus_monotonic_ns, uint64_t now_ns) {
+  SlowToken t;
+  t.kind = o.kind;
+  t.request = o.request;
+  t.token_index = o.token_index;
+  t.ms = o.duration_ms;
+  t.baseline_ms = o.baseline_ms;
+  t.end_mono_ns = o.end_mono_ns;
+  t.end_unix_ns = model::mono_to_unix_ns(o.end_mono_ns, realtime_minus_monotonic_ns);
+  t.tid = o.tid;
+  t.explained_mono_ns = now_ns;
+  if (!o.causes.empty()) {
+    t.cause = o.causes.front().cause;
+    t.cause_ms = o.causes.front().ms;
+    t.culprit = report::evidence_phrase(o.causes.front());
+  }
+  for (const model::CauseTime& c : o.causes) t.split.push_back({c.cause, c.ms, c.share, nlohmann::json::object()});
+  return t;
+}
+
 }  // namespace
 
 std::string clock_text(uint64_t unix_ns) {
@@ -113,23 +133,7 @@ std::vector<SlowToken> TopModel::explain(uint64_t now_ns, const std::vector<mode
       return t.tid == o.tid && t.end_mono_ns == o.end_mono_ns;
     });
     if (known) continue;
-    SlowToken t;
-    t.kind = o.kind;
-    t.request = o.request;
-    t.token_index = o.token_index;
-    t.ms = o.duration_ms;
-    t.baseline_ms = o.baseline_ms;
-    t.end_mono_ns = o.end_mono_ns;
-    t.end_unix_ns = model::mono_to_unix_ns(o.end_mono_ns, result.report.realtime_minus_monotonic_ns);
-    t.tid = o.tid;
-    t.explained_mono_ns = now_ns;
-    if (!o.causes.empty()) {
-      t.cause = o.causes.front().cause;
-      t.cause_ms = o.causes.front().ms;
-      t.culprit = report::evidence_phrase(o.causes.front());
-    }
-    for (const model::CauseTime& c : o.causes) t.split.push_back({c.cause, c.ms, c.share, nlohmann::json::object()});
-    fresh.push_back(t);
+    fresh.push_back(slow_token(o, result.report.realtime_minus_monotonic_ns, now_ns));
   }
   std::sort(fresh.begin(), fresh.end(), [](const auto& a, const auto& b) { return a.end_mono_ns < b.end_mono_ns; });
   for (const SlowToken& t : fresh) {
