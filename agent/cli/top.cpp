@@ -114,15 +114,6 @@ struct ScratchDir {
   ScratchDir& operator=(const ScratchDir&) = delete;
 };
 
-nlohmann::json trailer_json(const std::vector<model::ProbeStatus>& probes, uint64_t end_ns) {
-  trace::TraceTrailer trailer;
-  trailer.present = true;
-  trailer.end_mono_ns = end_ns;
-  trailer.stop_reason = trace::StopReason::kSegment;
-  trailer.probes = probes;
-  return trace::to_json(trailer);
-}
-
 std::string target_text(const trace::TraceHeader& header) {
   const auto& t = header.target;
   if (t.pids.empty()) return "no target";
@@ -196,7 +187,7 @@ int run_top(const TopFlags& o) {
     state.info.probes = session.status();
     state.info.elapsed_s = util::ns_to_s(now - state.started_ns);
     state.info.now_unix_ns = model::mono_to_unix_ns(now, state.realtime_minus_monotonic_ns);
-    if (auto problem = flight.tick(now, trailer_json(state.info.probes, now)); !problem.empty())
+    if (auto problem = flight.tick(now, serve::segment_trailer(state.info.probes, now)); !problem.empty())
       state.info.message = problem;
     if (terminal) {
       const auto keys = Terminal::keys();
@@ -209,7 +200,7 @@ int run_top(const TopFlags& o) {
         if (key == 'p' || key == 'P') state.info.paused = !state.info.paused;
         if (key == 'f' || key == 'F') model.set_frozen(!model.view().frozen);
         if (key == 's' || key == 'S')
-          state.info.message = save_trace(flight, o.save_dir, trailer_json(state.info.probes, now), now);
+          state.info.message = save_trace(flight, o.save_dir, serve::segment_trailer(state.info.probes, now), now);
       }
       session.wake_when_readable(STDIN_FILENO);  // the next key wakes the loop at once
     }

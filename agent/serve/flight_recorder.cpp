@@ -21,6 +21,15 @@
 #include "util/time.hpp"
 
 namespace ld::serve {
+
+nlohmann::json segment_trailer(const std::vector<model::ProbeStatus>& probes, uint64_t end_ns) {
+  trace::TraceTrailer trailer;
+  trailer.present = true;
+  trailer.end_mono_ns = end_ns;
+  trailer.stop_reason = trace::StopReason::kSegment;
+  trailer.probes = probes;
+  return trace::to_json(trailer);
+}
 namespace fs = std::filesystem;
 using nlohmann::json;
 

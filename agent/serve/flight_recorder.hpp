@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/report.hpp"
 #include "util/time.hpp"
 
 struct ld_hdr;
@@ -41,6 +42,9 @@ struct DumpStats {
   uint64_t segments = 0;  // segments that gave records
   std::vector<std::string> warnings;
 };
+
+// The trailer a closed segment or a cut-out trace gets: the probes' table at `end_ns`.
+nlohmann::json segment_trailer(const std::vector<model::ProbeStatus>& probes, uint64_t end_ns);
 
 class FlightRecorder {
  public:

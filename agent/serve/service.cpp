@@ -192,15 +192,6 @@ void Service::on_record(const ld_hdr& rec, size_t size) {
   advance_clock(rec.ts_ns);
 }
 
-json Service::trailer_json(const std::vector<model::ProbeStatus>& probes, uint64_t end_ns) const {
-  trace::TraceTrailer trailer;
-  trailer.present = true;
-  trailer.end_mono_ns = end_ns;
-  trailer.stop_reason = trace::StopReason::kSegment;
-  trailer.probes = probes;
-  return trace::to_json(trailer);
-}
-
 void Service::update_agent_metrics() { metrics_.set_agent(own_cpu_seconds(), own_rss_bytes()); }
 
 void Service::on_wake(uint64_t now, const SessionHooks& hooks) {
@@ -218,7 +209,7 @@ void Service::on_wake(uint64_t now, const SessionHooks& hooks) {
       std::lock_guard lock(mu_);
       probes = last_probes_;
     }
-    if (auto problem = flight_->tick(now, trailer_json(probes, now)); !problem.empty()) log(problem);
+    if (auto problem = flight_->tick(now, segment_trailer(probes, now)); !problem.empty()) log(problem);
     metrics_.set_flight_bytes(flight_->disk_bytes());
   }
   if (now >= next_cut_ns_) cut_window(now, hooks);
@@ -303,7 +294,7 @@ DumpAnswer Service::dump(uint64_t since_ms) {
     probes = last_probes_;
   }
   try {
-    auto stats = flight_->dump(tmp, now > span ? now - span : 0, now, trailer_json(probes, now));
+    auto stats = flight_->dump(tmp, now > span ? now - span : 0, now, segment_trailer(probes, now));
     answer.fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
     unlink(tmp.c_str());  // the open fd keeps it until it is sent
     if (answer.fd < 0) answer.error = fmt::format("cannot reopen the dump: {}", std::strerror(errno));
@@ -470,7 +461,7 @@ void Service::run_capture(const Job& job) {
     std::lock_guard lock(mu_);
     probes = last_probes_;
   }
-  auto stats = flight_->dump(path, job.capture_from_ns, job.capture_to_ns, trailer_json(probes, job.capture_to_ns));
+  auto stats = flight_->dump(path, job.capture_from_ns, job.capture_to_ns, segment_trailer(probes, job.capture_to_ns));
   metrics_.capture_taken(job.capture_reason);
   log(fmt::format("capture written: {} ({} records; latency-doctor report {})", path, stats.records, path));
   // Keep the newest captures_max.

@@ -112,7 +112,6 @@ class Service {
   void run_capture(const Job& job);
   void export_otlp(const WindowResult& result, const std::vector<exporter::Span>& finding_spans);
   void update_agent_metrics();
-  nlohmann::json trailer_json(const std::vector<model::ProbeStatus>& probes, uint64_t end_ns) const;
 
   ServeOptions options_;
   exporter::ServeMetrics metrics_;

@@ -12,6 +12,7 @@
 #include <prometheus/text_serializer.h>
 
 #include "events.h"
+#include "recorded_trace.hpp"
 #include "serve/dump_socket.hpp"
 #include "serve/flight_recorder.hpp"
 #include "serve/service.hpp"
@@ -171,41 +172,18 @@ TEST(ServeDumpSocket, NoServerIsAOneLineError) {
   }
 }
 
-// The recorded disk_io trace (6 requests, 114 gaps, disk_io outliers) as the probes would hand it.
-struct Replay {
-  std::vector<std::vector<uint8_t>> records;
-  ld::trace::TraceMeta meta;
-  uint64_t first = UINT64_MAX, last = 0;
-  Replay() {
-    auto summary = ld::trace::read_trace(std::string(LD_TEST_FIXTURES_DIR) + "/golden/server-disk.ldtrace",
-                                         [&](const ld_hdr& rec) {
-                                           auto* b = reinterpret_cast<const uint8_t*>(&rec);
-                                           records.emplace_back(b, b + rec.size);
-                                         });
-    meta = ld::trace::read_meta(summary.header, summary.trailer);
-    for (const auto& r : records) {
-      uint64_t ts = at(r).ts_ns;
-      if (ts) {
-        first = std::min(first, ts);
-        last = std::max(last, ts);
-      }
-    }
-    meta.header.start_mono_ns = first;
-  }
-  static const ld_hdr& at(const std::vector<uint8_t>& r) { return *reinterpret_cast<const ld_hdr*>(r.data()); }
-  // Feeds `service` second by second; `step(now)` runs at each second (a wake-up, a cut).
+// The recorded disk_io trace as the probes would hand it, fed to `service` second by second;
+// `step(now)` runs at each second (a wake-up, a cut).
+struct Replay : ld::test::RecordedTrace {
   template <typename Step>
   void run(ld::serve::Service& service, uint64_t until, Step step) {
     service.on_start(meta.header);
-    size_t next = 0;
-    for (uint64_t now = first + 1'000'000'000ULL; now <= until; now += 1'000'000'000ULL) {
-      while (next < records.size() && at(records[next]).ts_ns < now) {
-        service.on_record(at(records[next]), records[next].size());
-        ++next;
-      }
-      step(now);
-      service.drain();
-    }
+    replay(
+        until, [&](const ld_hdr& rec, size_t size) { service.on_record(rec, size); },
+        [&](uint64_t now) {
+          step(now);
+          service.drain();
+        });
   }
 };
 

@@ -9,8 +9,8 @@
 #include "events.h"
 #include "live/top_model.hpp"
 #include "live/top_screen.hpp"
+#include "recorded_trace.hpp"
 #include "rules/engine.hpp"
-#include "trace/trace_file.hpp"
 
 namespace {
 
@@ -18,25 +18,7 @@ using ld::live::SlowToken;
 using ld::live::TopModel;
 constexpr uint64_t kSec = 1'000'000'000ULL;
 
-struct Recorded {
-  std::vector<std::vector<uint8_t>> records;
-  ld::trace::TraceMeta meta;
-  uint64_t first = UINT64_MAX, last = 0;
-  Recorded() {
-    auto summary = ld::trace::read_trace(std::string(LD_TEST_FIXTURES_DIR) + "/golden/server-disk.ldtrace",
-                                         [&](const ld_hdr& rec) {
-                                           auto* b = reinterpret_cast<const uint8_t*>(&rec);
-                                           records.emplace_back(b, b + rec.size);
-                                         });
-    meta = ld::trace::read_meta(summary.header, summary.trailer);
-    for (const auto& r : records)
-      if (const uint64_t ts = at(r).ts_ns) {
-        first = std::min(first, ts);
-        last = std::max(last, ts);
-      }
-  }
-  static const ld_hdr& at(const std::vector<uint8_t>& r) { return *reinterpret_cast<const ld_hdr*>(r.data()); }
-};
+using Recorded = ld::test::RecordedTrace;
 
 std::shared_ptr<const ld::rules::RuleSet> shipped_rules() {
   return std::make_shared<const ld::rules::RuleSet>(ld::rules::load_rules({}));
@@ -46,12 +28,9 @@ std::shared_ptr<const ld::rules::RuleSet> shipped_rules() {
 std::vector<std::pair<uint64_t, std::vector<SlowToken>>> replay(TopModel& model, const Recorded& trace) {
   model.on_start(trace.meta.header);
   std::vector<std::pair<uint64_t, std::vector<SlowToken>>> ticks;
-  size_t next = 0;
-  for (uint64_t now = trace.first + kSec; now <= trace.last + 2 * kSec; now += kSec) {
-    for (; next < trace.records.size() && Recorded::at(trace.records[next]).ts_ns < now; ++next)
-      model.on_record(Recorded::at(trace.records[next]), trace.records[next].size());
-    ticks.emplace_back(now, model.tick(now, trace.meta.trailer.probes));
-  }
+  trace.replay(
+      trace.last + 2 * kSec, [&](const ld_hdr& rec, size_t size) { model.on_record(rec, size); },
+      [&](uint64_t now) { ticks.emplace_back(now, model.tick(now, trace.meta.trailer.probes)); });
   return ticks;
 }
 
