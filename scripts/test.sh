@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # The whole test suite: the lint (no build), unit tier (no root), root tier (real BPF probes;
 # skips with the reason where BPF is unavailable), the unit tier again under AddressSanitizer
-# and UBSan, then the fuzzers for a bounded time. The plain and fuzz builds treat warnings as
-# errors.
+# and UBSan, then the fuzzers for a bounded time, then the agent on another kernel (Debian 12's
+# 6.1 in QEMU, its probes loaded and detached; `--kernels`: the whole matrix, 6.1, 6.12 and
+# 5.10, under load with the probe tests: scripts/kernel_matrix.sh). The plain and fuzz builds
+# treat warnings as errors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+kernels=(--load-only 6.1)
+case "${1:-}" in
+  --kernels) kernels=() ;;
+  "") ;;
+  *) echo "test: unknown argument '$1' (--kernels: the whole kernel matrix)" >&2; exit 2 ;;
+esac
 bash scripts/lint.sh
 export LD_WERROR=1  # scripts/setup.sh and scripts/fuzz.sh: -Werror for C++ and BPF
 bash scripts/setup.sh
@@ -23,6 +31,7 @@ if [ -f build/scenarios/LockHeldByAMetricsThread.ldtrace ]; then
   bash scripts/html_check.sh build/scenarios/LockHeldByAMetricsThread.ldtrace build/html-check/scenario.png
 fi
 bash scripts/fuzz.sh "${LD_FUZZ_SECONDS:-30}"  # per target; six targets
+bash scripts/kernel_matrix.sh "${kernels[@]}"
 # No BPF program of ours may outlive the tests.
 if command -v bpftool >/dev/null && bpftool prog list 2>/dev/null | grep -q "name ld_"; then
   echo "test: BPF programs named ld_* are still loaded after the tests" >&2

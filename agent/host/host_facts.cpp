@@ -141,6 +141,12 @@ int64_t sample_realtime_minus_monotonic_ns() {
   return best_offset;
 }
 
+std::string kernel_release() {
+  utsname uts{};
+  uname(&uts);
+  return uts.release;
+}
+
 nlohmann::json host_facts_json() {
   utsname uts{};
   uname(&uts);

@@ -34,6 +34,7 @@ uint64_t realtime_now_ns();
 int64_t sample_realtime_minus_monotonic_ns();
 
 // kernel release, CPU model, CPU count, BTF presence: written into trace headers.
+std::string kernel_release();  // uname -r
 nlohmann::json host_facts_json();
 
 }  // namespace ld::host

@@ -298,6 +298,18 @@ struct ProbeSession::Impl {
   }
 };
 
+std::string missing_kernel_feature() {
+  if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
+    return "BTF (/sys/kernel/btf/vmlinux: a kernel built with CONFIG_DEBUG_INFO_BTF)";
+  // Every program reads the traced task's saved user registers with it (common.bpf.h); a
+  // kernel that has it has the older features too (ring buffers: 5.8). libbpf answers "no"
+  // only when the verifier names the helper unknown: a load refused for want of privilege
+  // counts as "yes", and the loaders then say what permission is missing.
+  if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_TRACEPOINT, BPF_FUNC_task_pt_regs, nullptr) == 0)
+    return "the BPF helper bpf_task_pt_regs (Linux 5.15)";
+  return "";
+}
+
 ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record) : impl_(std::make_unique<Impl>()) {
   set_libbpf_verbose(options.verbose);
   impl_->options = options;
@@ -305,6 +317,10 @@ ProbeSession::ProbeSession(const ProbeOptions& options, RecordCallback on_record
   if (options.tick_ns == 0) throw ProbeError(ProbeError::Kind::Other, "the read interval must be positive");
   if (options.ringbuf_bytes < 4096 || (options.ringbuf_bytes & (options.ringbuf_bytes - 1)))
     throw ProbeError(ProbeError::Kind::Other, "--ringbuf-size must be a power of two >= 4 KiB");
+  if (std::string missing = missing_kernel_feature(); !missing.empty())
+    throw ProbeError(ProbeError::Kind::Unsupported,
+                     fmt::format("this kernel ({}) lacks {}: latency-doctor needs Linux 5.15 or newer with BTF",
+                                 host::kernel_release(), missing));
   try {
     impl_->create_shared_maps();
   } catch (const ProbeUnavailable& e) {

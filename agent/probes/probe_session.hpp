@@ -60,6 +60,12 @@ struct ProbeOptions {
 #endif
 };
 
+// The first kernel feature every probe builds on that this kernel lacks ("" when none), for
+// one clear line instead of every probe unavailable with a verifier log of its own. Only a
+// clear "no" from the kernel counts: where the check itself cannot run (no permission yet),
+// the loaders' own errors speak.
+std::string missing_kernel_feature();
+
 using RecordCallback = std::function<void(const ld_hdr& record, size_t size)>;
 
 class ProbeSession {

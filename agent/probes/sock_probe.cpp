@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -59,7 +60,11 @@ class SockProbe : public Probe {
     std::string way = socket_layer_
                           ? "socket-layer tracepoints sock_send_length/sock_recv_length (tp_btf)"
                           : "read/write/readv/writev/sendto/recvfrom/sendmsg/recvmsg syscall exit tracepoints";
-    if (socket_layer_error_)
+    // libbpf's ESRCH at load: the kernel's BTF has no such tracepoint (sock_send_length and
+    // sock_recv_length came in Linux 6.3), a fact of the kernel rather than a failure.
+    if (socket_layer_error_ == -ESRCH && std::string_view(socket_layer_error_stage_) == "load")
+      way += " (this kernel has no socket-layer tracepoints: they came in Linux 6.3)";
+    else if (socket_layer_error_)
       way += fmt::format(" (the socket-layer ones did not {}: {})", socket_layer_error_stage_,
                          std::strerror(-socket_layer_error_));
     else if (exits_asked_) way += " (asked for: the socket-layer ones not tried)";

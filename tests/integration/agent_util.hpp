@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench.hpp"
+#include "kernel_util.hpp"
 #include "proc_util.hpp"
 
 namespace ld::test::agent {
@@ -32,11 +33,7 @@ using nlohmann::json;
 inline const std::string kAgent = std::string(LD_BUILD_DIR) + "/latency-doctor";
 inline const std::string kServer = std::string(LD_BUILD_DIR) + "/ld-sample-server";
 
-inline std::string skip_reason() {
-  if (geteuid() != 0) return "needs root (CAP_BPF, CAP_PERFMON) to load BPF programs";
-  if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) return "kernel has no BTF (/sys/kernel/btf/vmlinux)";
-  return "";
-}
+inline std::string skip_reason() { return ld::test::bpf_skip_reason(); }
 
 #define REQUIRE_BPF()                                                \
   do {                                                               \

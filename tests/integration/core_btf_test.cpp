@@ -37,12 +37,20 @@ std::vector<CoreObject> probe_objects(std::vector<std::unique_ptr<ld::probes::Pr
   return objects;
 }
 
-// Opens and loads `obj` with its own maps; btf_path null = libbpf's default (vmlinux).
+// Opens and loads `obj` with its own maps; btf_path null = libbpf's default (vmlinux). Typed
+// tracepoint programs this kernel has no tracepoint for are left out, as their probes do.
 ObjPtr load(const CoreObject& obj, const char* btf_path) {
   std::string name = obj.name + "_bpf";
   LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = name.c_str(), .btf_custom_path = btf_path);
   ObjPtr o(bpf_object__open_mem(obj.elf, obj.size, &opts));
   if (!o) return nullptr;
+  bpf_program* prog = nullptr;
+  const std::string typed = "tp_btf/";
+  while ((prog = bpf_object__next_program(o.get(), prog))) {
+    std::string section = bpf_program__section_name(prog);
+    if (section.starts_with(typed) && !ld::test::kernel_has_typed_tracepoint(section.substr(typed.size())))
+      bpf_program__set_autoload(prog, false);
+  }
   if (bpf_map* events = bpf_object__find_map_by_name(o.get(), "ld_events")) bpf_map__set_max_entries(events, 4096);
   if (bpf_object__load(o.get()) != 0) return nullptr;
   return o;

@@ -130,6 +130,7 @@ void check_samples(uint32_t hz, const std::string& source, std::string* detail_o
 // probe to finish names the other's too, agent/probes/kallsyms.cpp): each source's stacks are
 // all there and named, and the names are right for what the thread did.
 TEST(PerfProbe, StacksOfSchedAndPerfAreAllNamed) {
+  if (auto why = ld::test::bpf_skip_reason(); !why.empty()) GTEST_SKIP() << why;
   Child wl({workload_path("perf_kernel_busy")});
   Recorded rec = record_workload(wl, "sched,perf", 20s);
   ASSERT_EQ(rec.agent_exit, 0) << rec.agent_err;

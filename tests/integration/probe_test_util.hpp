@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "events.h"
+#include "kernel_util.hpp"
 #include "probes/probe_session.hpp"
 #include "proc_util.hpp"
 #include "trace/trace_file.hpp"
@@ -33,12 +34,6 @@ namespace ld::test {
 
 inline std::string agent_path() { return std::string(LD_BUILD_DIR) + "/latency-doctor"; }
 inline std::string workload_path(const std::string& name) { return std::string(LD_BUILD_DIR) + "/ld-wl-" + name; }
-
-inline std::string bpf_skip_reason() {
-  if (geteuid() != 0) return "needs root (CAP_BPF, CAP_PERFMON) to load BPF programs";
-  if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) return "kernel has no BTF (/sys/kernel/btf/vmlinux)";
-  return "";
-}
 
 // Sends SIGUSR1 once `target` is ready for it (ld::wl::wait_for_go: SIGUSR1 blocked, or the
 // thread asleep in sigwait, which unblocks it while waiting): sent earlier, it would kill a
