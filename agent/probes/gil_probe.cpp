@@ -3,7 +3,10 @@
 // The futex words are learned per process with temporary uprobes on take_gil (or the exported
 // PyEval_RestoreThread for stripped builds): a futex wait made inside that function is on the
 // GIL. Once learned the uprobes are detached (a permanent uprobe on take_gil costs ~70% of an
-// IO-heavy loop's throughput) and only the futex syscall tracepoints keep running.
+// IO-heavy loop's throughput) and only the futex syscall tracepoints keep running. Those run
+// on every futex call of every task (a syscall tracepoint turns on the slow path for all), so
+// they are attached only while a target learns or has learned words: a server without Python
+// (llama-server: ~3.6 futex calls a token) pays nothing for this probe.
 //
 // Per process: Searching (no Python mapped yet: a child may exec python later) -> Learning
 // (uprobes attached) -> Learned (detached). A Python that never contends never waits on the
@@ -16,6 +19,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -73,8 +77,7 @@ class GilProbe : public Probe {
  public:
   ~GilProbe() override {
     for (auto& [tgid, p] : procs_) detach(p);
-    if (enter_tp_) bpf_link__destroy(enter_tp_);
-    if (exit_tp_) bpf_link__destroy(exit_tp_);
+    detach_futex_hooks();
   }
 
   const void* bpf_object_elf(size_t* size) const override { return gil_bpf__elf_bytes(size); }
@@ -84,11 +87,7 @@ class GilProbe : public Probe {
     if (!skel_) throw_libbpf_error("gil", "opening", errno);
     use_shared_maps(skel_->obj, ctx.shared);
     if (int err = gil_bpf__load(skel_.get())) throw_libbpf_error("gil", "loading", err);
-    // Only the futex tracepoints are permanent; the uprobes are attached per process.
-    enter_tp_ = bpf_program__attach(skel_->progs.ld_gil_futex_enter);
-    if (!enter_tp_) throw_libbpf_error("gil", "attaching", -errno);
-    exit_tp_ = bpf_program__attach(skel_->progs.ld_gil_futex_exit);
-    if (!exit_tp_) throw_libbpf_error("gil", "attaching", -errno);
+    // The uprobes are attached per process, the futex tracepoints with the first of them.
     uint64_t now = host::monotonic_now_ns();
     for (uint32_t tgid : ctx.options.tgids) track(tgid, now);
     // Uprobes refused for every target (e.g. no uprobe PMU): this probe cannot work here.
@@ -100,6 +99,7 @@ class GilProbe : public Probe {
   void tick(uint64_t now, const EmitFn& emit) override {
     report_new_words(now, emit);
     for (auto& [tgid, p] : procs_) step(p, now);
+    if (!wants_futex_hooks()) detach_futex_hooks();
   }
 
   uint64_t next_tick_ns(uint64_t now) const override {
@@ -132,8 +132,9 @@ class GilProbe : public Probe {
   uint64_t user_records() const override { return user_records_; }
 
   std::string detail() const override {
-    return per_process_detail("futex tracepoints on learned GIL words", procs_,
-                              [&](const Proc& p) { return describe(p); });
+    const char* hooks = enter_tp_ ? "futex tracepoints on learned GIL words"
+                                  : "futex tracepoints off (no target learning or holding GIL words)";
+    return per_process_detail(hooks, procs_, [&](const Proc& p) { return describe(p); });
   }
 
  private:
@@ -160,7 +161,39 @@ class GilProbe : public Probe {
     arm(p, now);
   }
 
+  // The futex tracepoints matter while a process learns its words or has some to time.
+  bool wants_futex_hooks() const {
+    return std::any_of(procs_.begin(), procs_.end(), [](const auto& kv) {
+      const Proc& p = kv.second;
+      return p.phase == Phase::Learning || (p.phase != Phase::Gone && !p.words.empty());
+    });
+  }
+
+  // 0 or a negative errno; both or neither attached.
+  int attach_futex_hooks() {
+    if (enter_tp_) return 0;
+    enter_tp_ = bpf_program__attach(skel_->progs.ld_gil_futex_enter);
+    if (!enter_tp_) return -errno;
+    exit_tp_ = bpf_program__attach(skel_->progs.ld_gil_futex_exit);
+    if (exit_tp_) return 0;
+    int err = -errno;
+    detach_futex_hooks();
+    return err;
+  }
+
+  void detach_futex_hooks() {
+    if (enter_tp_) bpf_link__destroy(enter_tp_);
+    if (exit_tp_) bpf_link__destroy(exit_tp_);
+    enter_tp_ = exit_tp_ = nullptr;
+  }
+
   void arm(Proc& p, uint64_t now) {
+    // First the tracepoints: a wait inside take_gil is how the words are learned.
+    if (int err = attach_futex_hooks()) {
+      p.attach_error = fmt::format("futex tracepoints failed: {}", std::strerror(-err));
+      p.phase = Phase::Gone;
+      return;
+    }
     ld_gil_learn learn{p.method, static_cast<uint32_t>(p.words.size())};
     bpf_map_update_elem(bpf_map__fd(skel_->maps.ld_gil_learning), &p.tgid, &learn, BPF_ANY);
     std::string path = fmt::format("/proc/{}/root{}", p.tgid, p.rt.path);

@@ -95,6 +95,7 @@ void run_gil_workload(const std::string& python, uint32_t method) {
   auto status = rec.probe("gil");
   ASSERT_FALSE(status.is_null()) << rec.trailer.dump();
   ASSERT_EQ(status.value("status", ""), "attached") << status.dump();
+  EXPECT_EQ(status.value("reason", "").rfind("futex tracepoints on learned GIL words", 0), 0u) << status.dump();
   auto lines = parse_lines(py.out());
   ASSERT_TRUE(lines.count("sleeper") && lines.count("busy") && lines.count("wakeups")) << py.out();
   uint32_t sleeper = lines["sleeper"], busy = lines["busy"];
@@ -185,6 +186,8 @@ TEST(GilProbe, NonPythonTargetIsIdle) {
   ASSERT_FALSE(status.is_null());
   EXPECT_EQ(status.value("status", ""), "attached");
   EXPECT_NE(status.value("reason", "").find("no libpython/python in the target"), std::string::npos) << status.dump();
+  // The futex tracepoints (every futex call of the machine) never went on for it.
+  EXPECT_EQ(status.value("reason", "").rfind("futex tracepoints off", 0), 0u) << status.dump();
   EXPECT_TRUE(rec.of_type<ld_gil_wait>(LD_EV_GIL_WAIT).empty());
   EXPECT_TRUE(rec.of_type<ld_gil_addr>(LD_EV_GIL_ADDR).empty());
 }
