@@ -3,9 +3,9 @@
 # (docs/building.md, "Other kernels"). Inside each virtual machine, from an initramfs built
 # here (busybox, the agent, the sample server, bpftool and their libraries; no disk, no
 # network beyond loopback): `latency-doctor version`, `audit`, an `attach` of the sample
-# server with a disk fault under `latency-doctor bench` load, then a count of BPF programs and
-# links left behind. The console comes back to this script, which prints one line per kernel
-# and a probe-by-kernel table (scripts/kernel_matrix_read.py).
+# server with a lock fault under `latency-doctor bench` load, the probe root tests, then a count
+# of BPF programs and links left behind. The console comes back to this script, which prints
+# one verdict per kernel and its probes' states (scripts/kernel_matrix_read.py).
 #
 # Usage: bash scripts/kernel_matrix.sh [--load-only] [--tests FILTER] [KERNEL...]
 #   KERNEL: 6.1 (Debian 12), 6.12 (Debian 13), 5.10 (Debian 11: the agent must refuse it);
@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
   case "$arg" in
     --load-only) mode=load-only ;;
     --tests) root_tests=${1:?--tests needs a gtest filter}; shift ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     5.10|6.1|6.12) kernels+=("$arg") ;;
     *) echo "kernel_matrix: unknown argument '$arg' (kernels: 5.10 6.1 6.12; --load-only, --tests)" >&2; exit 2 ;;
   esac
@@ -52,6 +52,7 @@ command -v cpio >/dev/null || need+=(cpio)
 command -v bpftool >/dev/null || need+=(bpftool)
 if [ ${#need[@]} -gt 0 ]; then
   echo "kernel_matrix: installing ${need[*]}"
+  apt-get update -qq >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" >/dev/null
 fi
 if [ -n "$root_tests" ] && [ ! -x "$build/ld_root_tests" ]; then
