@@ -72,6 +72,7 @@ suite_of() {
   esac
 }
 mkdir -p "$cache/apt/lists/partial" "$cache/apt/archives/partial"
+cache=$(cd "$cache" && pwd -P)  # apt runs from another directory below
 apt_opts=(-o "Dir::Etc::SourceList=$cache/apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
           -o "Dir::State::Lists=$cache/apt/lists" -o "Dir::Cache=$cache/apt" -o Dir::State::Status=/dev/null
           -o APT::Sandbox::User=root)
