@@ -27,7 +27,10 @@ mode=full
 # time in the kernel: every sample source agrees, the cpu-clock perf event (its mode read from
 # the interrupted registers) included. 6.12 in the same emulator: 97-100%.
 root_tests='SchedProbe.*:FutexProbe.*:MemoryProbe.*:PerfProbe.*:TcpProbe.*:ProbeCoreBtf.*:*/RootWire.*'
-root_tests+='-PerfProbe.Tick*:PerfProbe.CpuClock*'
+# Also left out: the wire that connects anew for each request. The client's TTFT includes its
+# connect and the server's accept, 16-20 ms on the emulated CPU (~0.1 ms on the host), and the
+# test holds the two TTFTs within 15 ms.
+root_tests+='-PerfProbe.Tick*:PerfProbe.CpuClock*:*/RootWire.*closeafterstream*'
 kernels=()
 while [ $# -gt 0 ]; do
   arg=$1

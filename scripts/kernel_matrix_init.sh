@@ -84,7 +84,7 @@ if [ -n "$ROOT_TESTS" ]; then
     failed=$(sed -n 's/^\[  FAILED  \] \([^ ,]*\).*/\1/p' /tmp/root_tests.out | sort -u | tr '\n' ':')
     (cd /tmp && "$BUILD/ld_root_tests" --gtest_filter="$failed" --gtest_brief=1 >/tmp/root_tests_again.out 2>&1)
     rc=$?
-    say root_tests_flaky "$(echo "$failed" | tr ':' ' ')"
+    say root_tests_retried "$(echo "$failed" | tr ':' ' ')"
     sed 's/^/LDM root_tests_again_out /' /tmp/root_tests_again.out | grep -E 'LDM root_tests_again_out \[  (PASSED|FAILED) ' 
     cat /tmp/root_tests_again.out >>/tmp/root_tests.out
   fi
