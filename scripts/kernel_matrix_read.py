@@ -17,6 +17,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import tpot_pool  # noqa: E402  (bench/tpot_pool.py: the token log's gaps, the percentile)
+
 REFUSED_KERNELS = {"5.10"}
 REQUESTS = 12  # kernel_matrix_init.sh's bench
 FAULT_CAUSE = "lock_contention"  # its sample server's fault
@@ -103,10 +106,10 @@ def main():
             summary = report.get("summary", {})
             requests = summary.get("requests", 0)
             if mode == "full":
-                problems += full_run_problems(report, values, files)
+                problems += full_run_problems(report, values, out_dir)
             verdict = (f"{requests} requests, {summary.get('tokens', 0)} tokens, TTFT p50 "
                        f"{ms(summary.get('ttft_ms'))}, TPOT p50 {ms(summary.get('tpot_ms'))}"
-                       f"{client_note(files)}, "
+                       f"{client_note(out_dir)}, "
                        f"{len(report.get('outliers', []))} outliers, "
                        f"causes: {top_causes(report)}")
     state = "ok" if not problems else "FAILED: " + "; ".join(problems)
@@ -128,35 +131,23 @@ def main():
     return 0 if not problems else 1
 
 
-def client_tpot_p50(token_log):
-    """The pooled median gap of the client's token log (--tokens-out), as the report pools
-    the server's: every gap of every request, each request's first token excluded."""
-    last, gaps = {}, []
-    for line in token_log.decode("utf-8", "replace").splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if event.get("event") != "token":
-            continue
-        request, t = event.get("request"), event.get("t_ns", 0)
-        if request in last:
-            gaps.append((t - last[request]) / 1e6)
-        last[request] = t
-    if not gaps:
+def client_tpot_p50(out_dir):
+    """The pooled median gap of the client's token log (--tokens-out, unpacked into OUT_DIR),
+    as the report pools the server's: bench/tpot_pool.py's gaps and percentile."""
+    path = os.path.join(out_dir, "client.jsonl")
+    if not os.path.exists(path):
         return None
-    gaps.sort()
-    middle = len(gaps) // 2
-    return gaps[middle] if len(gaps) % 2 else (gaps[middle - 1] + gaps[middle]) / 2
+    gaps = tpot_pool.gaps_ms(path)
+    return tpot_pool.percentile(gaps, 50) if gaps else None
 
 
-def full_run_problems(report, values, files):
+def full_run_problems(report, values, out_dir):
     """Every request found, the server's TPOT beside the client's, the fault named."""
     problems = []
     summary = report.get("summary", {})
     if summary.get("requests") != REQUESTS:
         problems.append(f"{summary.get('requests')} requests in the report, not {REQUESTS}")
-    client = client_tpot_p50(files.get("client", b""))
+    client = client_tpot_p50(out_dir)
     server = (summary.get("tpot_ms") or {}).get("p50")
     if client is None or server is None:
         problems.append("no TPOT median from the client or the server")
@@ -169,8 +160,8 @@ def full_run_problems(report, values, files):
     return problems
 
 
-def client_note(files):
-    client = client_tpot_p50(files.get("client", b""))
+def client_note(out_dir):
+    client = client_tpot_p50(out_dir)
     return "" if client is None else f" (the client's {client:.1f} ms)"
 
 
