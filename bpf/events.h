@@ -215,8 +215,9 @@ struct ld_offcpu {
 	ld_u32 kind;          /* enum ld_offcpu_kind */
 	ld_u32 prev_state;    /* task state at switch-out (TASK_INTERRUPTIBLE, ...) */
 	ld_s64 kstack_id;     /* kernel stack at switch-out (ld_kstack source LD_PROBE_SCHED),
-			       * < 0 = none (always none for LD_OFF_PREEMPTED); see
-			       * LD_OFFCPU_KSTACK_REUSED */
+			       * < 0 = none (always none for LD_OFF_PREEMPTED, and for
+			       * blocks in a syscall that names its cause, such as
+			       * futex: sched.bpf.c); see LD_OFFCPU_KSTACK_REUSED */
 	ld_u32 waker_tid;     /* who woke it (blocked) / who took the CPU (preempted); a
 			       * wake-up from an interrupt (timer expiry) names the task
 			       * the interrupt hit, often swapper (tid 0) */

@@ -8,6 +8,9 @@
 
 #define LD_STACK_SLOTS 4 /* power of two */
 
+/* ld_stackless_syscalls (sched.bpf.c): one bit per syscall number below 64 * this. */
+#define LD_STACKLESS_SYSCALL_WORDS 8 /* power of two */
+
 /* The last stack walked for blocks in one syscall (see LD_OFFCPU_KSTACK_REUSED). */
 struct ld_stack_slot {
 	ld_u32 syscall_nr;

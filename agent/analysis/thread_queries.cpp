@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "analysis/syscalls.hpp"
 #include "events.h"
+#include "model/syscalls.hpp"
 #include "util/spans.hpp"
 
 namespace ld::analysis {
@@ -98,7 +98,8 @@ bool is_gil_wait(const EvidenceStore& store, const ThreadEvidence& t, const OffC
   // A GIL wait is a futex wait: the wait's own address decides when the futex probe timed it;
   // else the GIL probe's waits must cover most of a block made in futex.
   if (call && is_futex_kind(call->kind)) return store.is_gil_address(t.tgid, call->arg0);
-  const bool in_futex = off.syscall_nr == ~0u || cause_of_blocking_syscall(off.syscall_nr) == Cause::kLockContention;
+  const bool in_futex =
+      off.syscall_nr == ~0u || model::cause_of_blocking_syscall(off.syscall_nr) == Cause::kLockContention;
   return in_futex && static_cast<double>(gil_ns) >= thresholds::kGilProbeCoverShare * static_cast<double>(len);
 }
 

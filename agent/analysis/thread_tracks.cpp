@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 
 #include "analysis/record_view.hpp"
-#include "analysis/syscalls.hpp"
 #include "analysis/thread_queries.hpp"
 #include "events.h"
+#include "model/syscalls.hpp"
 
 namespace ld::analysis {
 

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "analysis/syscalls.hpp"
 #include "analysis/walk.hpp"
+#include "model/syscalls.hpp"
 #include "util/time.hpp"
 
 namespace ld::analysis {
@@ -63,13 +63,13 @@ Walker::BlockClass Walker::classify_block(const ThreadEvidence& t, const OffCpu&
     return block;
   }
   // No timed evidence: the syscall it blocked in, else its kernel stack.
-  block.cause = cause_of_blocking_syscall(off.syscall_nr);
+  block.cause = model::cause_of_blocking_syscall(off.syscall_nr);
   if (block.cause == Cause::kUnknown && off.kstack_id >= 0) {
     block.cause = store_.blocked_stack_cause(off.kstack_id);
     if (block.cause == Cause::kCompute) block.cause = Cause::kUnknown;
   }
   if (evidence && off.syscall_nr != ~0u) {
-    std::string syscall = syscall_name(off.syscall_nr);
+    std::string syscall = model::syscall_name(off.syscall_nr);
     if (!syscall.empty()) block.strings["syscall"] = std::move(syscall);
   }
   return block;

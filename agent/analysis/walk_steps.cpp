@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "analysis/syscalls.hpp"
 #include "analysis/walk.hpp"
+#include "model/syscalls.hpp"
 
 namespace ld::analysis {
 
@@ -67,7 +67,7 @@ std::string blocked_step(const EvidenceStore& store, const ThreadEvidence& t, co
                          uint64_t b) {
   // The timed call that covers most of the block, else the syscall it blocked in.
   if (std::string call = covering_call(store, t, a, b); !call.empty()) return call;
-  return off.syscall_nr != ~0u ? syscall_name(off.syscall_nr) : "blocked";
+  return off.syscall_nr != ~0u ? model::syscall_name(off.syscall_nr) : "blocked";
 }
 
 }  // namespace ld::analysis

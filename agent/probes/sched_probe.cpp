@@ -1,6 +1,8 @@
 // sched: off-CPU intervals of the target threads (blocked / preempted, with waker, holder,
 // syscall and kernel stack), short slices summed per thread, and migrations
 // (bpf/sched.bpf.c).
+#include <sys/utsname.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -11,6 +13,7 @@
 
 #include "events.h"
 #include "host/host_facts.hpp"
+#include "model/syscalls.hpp"
 #include "probes/kallsyms.hpp"
 #include "probes/libbpf_util.hpp"
 #include "probes/probe.hpp"
@@ -26,6 +29,17 @@ namespace {
 constexpr uint64_t kOffcpuMinNs = util::kNsPerMs;        // itemise off-CPU intervals of 1 ms or more
 constexpr uint64_t kAggPeriodNs = 100 * util::kNsPerMs;  // shorter ones summed per thread per 100 ms
 constexpr uint64_t kKstackGapNs = 10 * util::kNsPerMs;   // a fresh stack per (thread, syscall) per 10 ms
+
+// Sets the bit of each syscall whose number names the cause of a block in it: the kernel takes
+// no stack for those blocks (bpf/sched.bpf.c, ld_stackless_syscalls). Numbered by this host's
+// table: a machine the table does not know sets none, and every block keeps its stack.
+void mark_stackless_syscalls(__u64 (&words)[LD_STACKLESS_SYSCALL_WORDS]) {
+  struct utsname host {};
+  if (uname(&host) != 0) return;
+  for (uint32_t nr = 0; nr < LD_STACKLESS_SYSCALL_WORDS * 64; ++nr)
+    if (model::cause_of_blocking_syscall(nr, host.machine) != model::Cause::kUnknown)
+      words[nr / 64] |= __u64{1} << (nr % 64);
+}
 
 class SchedProbe : public Probe {
  public:
@@ -69,7 +83,8 @@ class SchedProbe : public Probe {
       programs += fmt::format(" (typed ones did not {}: {})", typed_error_stage_, std::strerror(-typed_error_));
     return fmt::format(
         "{}; "
-        "off-CPU >= {} ms itemised with waker, holder, syscall and kernel stack, shorter "
+        "off-CPU >= {} ms itemised with waker, holder, syscall and (where the syscall does not name the cause) kernel "
+        "stack, shorter "
         "ones summed per thread per {} ms{}",
         programs, kOffcpuMinNs / util::kNsPerMs, kAggPeriodNs / util::kNsPerMs,
         legacy_state_ ? "; kernel < 5.18: a block can read as a preemption when a wake-up races it" : "");
@@ -85,6 +100,7 @@ class SchedProbe : public Probe {
     skel_->rodata->ld_offcpu_min_ns = kOffcpuMinNs;
     skel_->rodata->ld_agg_period_ns = kAggPeriodNs;
     skel_->rodata->ld_kstack_gap_ns = kKstackGapNs;
+    mark_stackless_syscalls(skel_->rodata->ld_stackless_syscalls);
     skel_->rodata->ld_trace_migrations = true;
     bpf_program__set_autoload(skel_->progs.ld_sched_switch_btf, typed);
     bpf_program__set_autoload(skel_->progs.ld_sched_waking_btf, typed);

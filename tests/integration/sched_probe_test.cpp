@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -151,6 +152,30 @@ TEST_F(SchedProbe, BlockedReaderWokenByWriter) {
     EXPECT_EQ(frames.front().rfind("__schedule+", 0), 0u) << join(frames);
   }
 }
+
+#if defined(__x86_64__)
+// A block in futex names its cause by the syscall alone: itemised, with its waker, but the
+// kernel takes no stack for it (the read above keeps one: a read says nothing by itself).
+TEST_F(SchedProbe, FutexBlocksTakeNoKernelStack) {
+  Child wl({workload_path("futex_contend")});
+  Recorded rec = record(wl);
+  std::smatch m;
+  const std::string out = wl.out();
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(holder_tid=(\d+) waiter_tid=(\d+))"))) << out;
+  const uint32_t holder = std::stoul(m[1]), waiter = std::stoul(m[2]);
+  size_t futex_blocks = 0;
+  for (const auto& e : rec.of_type<ld_offcpu>(LD_EV_OFFCPU)) {
+    if (e.hdr.tid != waiter || e.kind != LD_OFF_BLOCKED || e.syscall_nr != uint32_t(SYS_futex)) continue;
+    ++futex_blocks;
+    EXPECT_EQ(e.kstack_id, -1);
+    if (e.waker_tid != 0) {
+      EXPECT_EQ(e.waker_tid, holder);
+    }
+  }
+  // 10 rounds of a 20 ms hold: a wait can split when the waiter loses the race once.
+  EXPECT_GE(futex_blocks, 8u);
+}
+#endif
 
 // "burst <start> <end>" lines of a workload's stdout.
 std::vector<std::pair<uint64_t, uint64_t>> parse_bursts(const std::string& out) {

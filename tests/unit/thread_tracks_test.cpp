@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "analysis/event_analyzer.hpp"
-#include "analysis/syscalls.hpp"
 #include "analysis/thread_tracks.hpp"
 #include "events.h"
+#include "model/syscalls.hpp"
 
 namespace {
 
@@ -191,11 +191,11 @@ TEST(ThreadTracks, BadRecordsAreIgnored) {
 }
 
 TEST(ThreadTracks, SyscallNamesUseTheTracedMachinesTable) {
-  EXPECT_EQ(ld::analysis::syscall_name(202), "futex");
-  EXPECT_EQ(ld::analysis::syscall_name(74), "fsync");
-  EXPECT_EQ(ld::analysis::syscall_name(232), "epoll_wait");
-  EXPECT_EQ(ld::analysis::syscall_name(9999), "syscall 9999");
-  EXPECT_EQ(ld::analysis::syscall_name(202, "aarch64"), "syscall 202");  // another table: do not guess
+  EXPECT_EQ(ld::model::syscall_name(202), "futex");
+  EXPECT_EQ(ld::model::syscall_name(74), "fsync");
+  EXPECT_EQ(ld::model::syscall_name(232), "epoll_wait");
+  EXPECT_EQ(ld::model::syscall_name(9999), "syscall 9999");
+  EXPECT_EQ(ld::model::syscall_name(202, "aarch64"), "syscall 202");  // another table: do not guess
 }
 
 TEST(ThreadTracks, EventAnalyzerKeepsTracksOnlyWhenAsked) {

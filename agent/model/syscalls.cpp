@@ -1,14 +1,12 @@
-#include "analysis/syscalls.hpp"
+#include "model/syscalls.hpp"
 
 #include <algorithm>
 #include <array>
 
 #include <fmt/format.h>
 
-namespace ld::analysis {
+namespace ld::model {
 namespace {
-
-using model::Cause;
 
 struct Syscall {
   uint32_t nr;
@@ -104,4 +102,4 @@ Cause cause_of_blocking_syscall(uint32_t nr, const std::string& machine) {
   return s ? s->blocked_in : Cause::kUnknown;
 }
 
-}  // namespace ld::analysis
+}  // namespace ld::model

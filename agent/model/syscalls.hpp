@@ -9,7 +9,7 @@
 
 #include "model/cause.hpp"
 
-namespace ld::analysis {
+namespace ld::model {
 
 // "fsync"; "syscall N" for numbers the table does not hold (and for every number of a machine
 // other than x86_64).
@@ -18,6 +18,6 @@ std::string syscall_name(uint32_t nr, const std::string& machine = "x86_64");
 // The cause a thread blocked in syscall `nr` is waiting for, before looking at who woke it:
 // fsync -> disk_io, futex -> lock_contention, nanosleep/epoll/poll -> app_wait, mmap -> kv_alloc,
 // socket IO -> network; unknown when the syscall says nothing (read/write: depends on the file).
-model::Cause cause_of_blocking_syscall(uint32_t nr, const std::string& machine = "x86_64");
+Cause cause_of_blocking_syscall(uint32_t nr, const std::string& machine = "x86_64");
 
-}  // namespace ld::analysis
+}  // namespace ld::model
