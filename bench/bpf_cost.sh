@@ -22,7 +22,7 @@ agent=""
 cleanup() {
   sysctl -qw kernel.bpf_stats_enabled="$stats_before"
   [ -z "$agent" ] || { kill -INT "$agent" 2>/dev/null; wait "$agent" 2>/dev/null || true; }
-  kill "${server_pid:-}" 2>/dev/null || true
+  stop_server
   rm -rf "$work"
 }
 trap cleanup EXIT

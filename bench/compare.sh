@@ -46,7 +46,7 @@ mkdir -p "$work"
 start_server
 sleep 1000000 &
 idle=$!
-trap 'kill $server_pid $idle 2>/dev/null || true' EXIT
+trap 'stop_server; kill $idle 2>/dev/null || true' EXIT
 
 T=/sys/kernel/tracing
 [ -d $T/events ] || T=/sys/kernel/debug/tracing
@@ -61,7 +61,7 @@ if [ -n "${TRACE:-}" ]; then
   # Until first used the buffer reads "7 (expanded: 1408)", which cannot be written back.
   saved_kb=$(sed 's/.*expanded: \([0-9]*\).*/\1/' $T/buffer_size_kb)
   saved_clock=$(sed 's/.*\[\(.*\)\].*/\1/' $T/trace_clock)
-  trap 'trace_restore; kill $server_pid $idle 2>/dev/null || true' EXIT
+  trap 'trace_restore; stop_server; kill $idle 2>/dev/null || true' EXIT
   echo 0 >$T/tracing_on
   echo 65536 >$T/buffer_size_kb  # per CPU: a run's ~20k events with room to spare
   echo mono >$T/trace_clock

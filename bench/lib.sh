@@ -9,6 +9,12 @@
 start_server() {
   if [ -n "${LLAMA_SERVER:-}" ]; then
     port=${LLAMA_PORT:-18080}
+    # llama-server listens with SO_REUSEPORT: a second one on the port starts fine and the
+    # kernel spreads the load's connections over both, so a stale server would take requests.
+    if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then
+      echo "start_server: a server already answers on port $port (a stale llama-server? pgrep -a llama-server)" >&2
+      return 1
+    fi
     "$LLAMA_SERVER" -m "${LLAMA_MODEL:?LLAMA_MODEL: the model for LLAMA_SERVER}" --port "$port" \
       -t "${LLAMA_THREADS:-1}" --parallel 2 -c 4096 --ignore-eos >"$work/server.out" 2>&1 &
     server_pid=$!
@@ -21,6 +27,15 @@ start_server() {
   server_pid=$!
   for _ in $(seq 100); do grep -q "listening on" "$work/server.out" && break; sleep 0.1; done
   port=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.out")
+}
+
+# Stops the server under test: SIGTERM, then SIGKILL after 5 s (llama-server can hang on its
+# way out, and one left behind shares the next run's port).
+stop_server() {
+  [ -n "${server_pid:-}" ] || return 0
+  kill "$server_pid" 2>/dev/null || return 0
+  for _ in $(seq 50); do kill -0 "$server_pid" 2>/dev/null || return 0; sleep 0.1; done
+  kill -KILL "$server_pid" 2>/dev/null || true
 }
 
 # One bench run (REQUESTS x 100 tokens at CONCURRENCY, defaults 60 and 2: ~6 s) with its

@@ -55,7 +55,8 @@ static __always_inline __u32 ld_user_mode(struct bpf_perf_event_data *ctx)
  * user space (struct ld_cpu_frames instead of ld_cpu_sample):
  *
  * - the native stack: the interrupted user instruction and the return
- *   addresses of a frame-pointer walk, kept once in ld_perf_ustacks; user
+ *   addresses of a frame-pointer walk (ld_user_stack_id), kept once in
+ *   ld_perf_ustacks; user
  *   space names them at the end from the process's mappings and ELF symbol
  *   tables (a binary without frame pointers gives a right first frame and
  *   garbage after it, which user space cuts at the first address in no
@@ -72,12 +73,26 @@ static __always_inline __u32 ld_user_mode(struct bpf_perf_event_data *ctx)
  */
 const volatile __u32 ld_frames = 0;
 
+/* Native user stacks by id: the frame addresses, innermost first, zero past
+ * the walk's end; read by user space as a stack map would be (id -> u64[]). */
+struct ld_ustack_ips {
+	__u64 ip[LD_USTACK_MAX_DEPTH];
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, LD_USTACK_MAX_DEPTH * sizeof(__u64));
+	__type(key, __u32);
+	__type(value, struct ld_ustack_ips);
 } ld_perf_ustacks SEC(".maps");
+
+/* The walk's frames, per CPU (too large for the 512-byte BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ld_ustack_ips);
+} ld_ustack_scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -387,6 +402,75 @@ __attribute__((noinline)) int ld_py_walk(__u32 tgid, __u32 tid)
 	return s->flags;
 }
 
+/* errno values (vmlinux.h has none), returned negated as bpf_get_stackid() does. */
+#define LD_ENOENT 2
+#define LD_E2BIG 7
+#define LD_EEXIST 17
+
+/* A thread's user stack span: no frame of it lies further than this above its
+ * stack pointer (glibc's default thread stack, and the main thread's usual
+ * rlimit). */
+#define LD_USTACK_SPAN (8ULL << 20)
+
+/* The current thread's native user stack, walked by its frame pointers from
+ * the user registers it entered the kernel with; its id in ld_perf_ustacks,
+ * or < 0 (-errno) for none.
+ *
+ * Not bpf_get_stackid(BPF_F_USER_STACK): the kernel's walk follows rbp
+ * wherever it points, and in code built without frame pointers (most
+ * distributions' binaries, llama.cpp's default build) rbp holds data, so the
+ * walk reads arbitrary addresses until one faults.  A fault taken with page
+ * faults disabled costs microseconds (more on a VM: 6-12 us a sample measured
+ * here, most of what a sample cost on such a server).  This walk reads only
+ * inside the thread's stack, above its stack pointer, in increasing order,
+ * so it stops at the first frame that is not one, usually without a read. */
+static __always_inline long ld_user_stack_id(void)
+{
+	struct pt_regs *regs = ld_current_user_regs();
+	struct ld_ustack_ips *w, *seen;
+	struct {
+		__u64 next;
+		__u64 ret;
+	} frame;
+	__u64 fp, sp, hash = 0xcbf29ce484222325ULL; /* FNV-1a */
+	__u32 zero = 0, id;
+	int i;
+
+	w = bpf_map_lookup_elem(&ld_ustack_scratch, &zero);
+	if (!w || !regs)
+		return -LD_ENOENT;
+	__builtin_memset(w, 0, sizeof(*w));
+	w->ip[0] = PT_REGS_IP(regs);
+	hash = (hash ^ w->ip[0]) * 0x100000001b3ULL;
+	fp = PT_REGS_FP(regs);
+	sp = PT_REGS_SP(regs);
+	for (i = 1; i < LD_USTACK_MAX_DEPTH; i++) {
+		if (fp < sp || fp - sp > LD_USTACK_SPAN || (fp & 7))
+			break;
+		if (bpf_probe_read_user(&frame, sizeof(frame), (void *)fp) || !frame.ret)
+			break;
+		w->ip[i] = frame.ret;
+		hash = (hash ^ frame.ret) * 0x100000001b3ULL;
+		if (frame.next <= fp)
+			break; /* callers' frames lie above: anything else is not a frame */
+		fp = frame.next;
+	}
+	id = (__u32)(hash ^ (hash >> 32)) & 0x7fffffff;
+	seen = bpf_map_lookup_elem(&ld_perf_ustacks, &id);
+	if (!seen) {
+		if (!bpf_map_update_elem(&ld_perf_ustacks, &id, w, BPF_NOEXIST))
+			return id;
+		seen = bpf_map_lookup_elem(&ld_perf_ustacks, &id);
+		if (!seen)
+			return -LD_E2BIG; /* the table is full */
+	}
+	/* Two stacks of one hash: the first keeps the id, this sample goes without. */
+	for (i = 0; i < LD_USTACK_MAX_DEPTH; i++)
+		if (seen->ip[i] != w->ip[i])
+			return -LD_EEXIST;
+	return id;
+}
+
 /* One sample of the current task; ctx is the program's own (for the stack). */
 static __always_inline void ld_sample(void *ctx, __u32 user)
 {
@@ -397,7 +481,7 @@ static __always_inline void ld_sample(void *ctx, __u32 user)
 		struct ld_cpu_frames *f;
 		__u32 zero = 0, one = 1, flags;
 		__s64 kstack = user ? -1 : bpf_get_stackid(ctx, &ld_perf_stacks, 0);
-		long ustack = bpf_get_stackid(ctx, &ld_perf_ustacks, BPF_F_USER_STACK);
+		long ustack = ld_user_stack_id();
 
 		if (ustack >= 0) {
 			owner.stack_id = ustack;
