@@ -23,10 +23,11 @@
  * meaning, or an enum value that a record carries; then regenerate the golden
  * records trace (tests/unit/golden_records_test.cpp says how) in the same
  * change. */
-#define LD_RECORD_LAYOUT_VERSION 5  /* 2: user-space frames (ld_cpu_frames, ld_ustack, ld_pystack)
+#define LD_RECORD_LAYOUT_VERSION 6  /* 2: user-space frames (ld_cpu_frames, ld_ustack, ld_pystack)
                                      3: ld_sched_agg names the wakers of its short waits
                                      4: CUDA calls (ld_cuda_call)
-                                     5: GPU samples from NVML (ld_gpu_sample) */
+                                     5: GPU samples from NVML (ld_gpu_sample)
+                                     6: TLS plaintext classes (ld_tls_io) */
 
 #ifndef __VMLINUX_H__
 #include <stdint.h>
@@ -83,6 +84,7 @@ enum ld_event_type {
 	LD_EV_PYSTACK = 28,     /* struct ld_pystack: a Python stack, named (written by user space) */
 	LD_EV_CUDA = 29,        /* struct ld_cuda_call: CUDA API calls of a thread (launches summed) */
 	LD_EV_GPU_SAMPLE = 30,  /* struct ld_gpu_sample: one GPU's state from NVML (user space) */
+	LD_EV_TLS_IO = 31,      /* struct ld_tls_io: a TLS write or read's plaintext class */
 	LD_EV_TYPE_MAX
 };
 
@@ -102,6 +104,7 @@ enum ld_probe_id {
 	LD_PROBE_CPUFREQ = 10,
 	LD_PROBE_CUDA = 11,
 	LD_PROBE_NVML = 12,
+	LD_PROBE_TLS = 13,
 	/* bpf/bench_stress.bpf.c: the pipeline benchmark's producer, never in the registry */
 	LD_PROBE_BENCH = 15,
 	LD_PROBE_MAX = 16
@@ -165,6 +168,28 @@ struct ld_sock_io {
 	ld_u8 cls;           /* enum ld_payload_class of the first bytes */
 	ld_u8 sse_events;    /* SSE "data:" event starts seen in the classified prefix */
 	ld_u16 _pad;
+};
+
+/* TLS (the tls probe): the plaintext of one SSL_write (at its entry) or
+ * SSL_read (at its return) of a target thread, classified as ld_sock_io's
+ * first bytes are.  No socket: user space gives the class to the ciphertext
+ * send or receive of the same thread (analysis/tls_join.hpp). */
+enum ld_tls_api {
+	LD_TLS_SSL_WRITE = 1,
+	LD_TLS_SSL_WRITE_EX = 2,
+	LD_TLS_SSL_READ = 3,
+	LD_TLS_SSL_READ_EX = 4,
+};
+
+struct ld_tls_io {
+	struct ld_hdr hdr;   /* hdr.ts_ns = SSL_write's entry / SSL_read's return */
+	ld_u64 ssl_id;       /* opaque per-connection id (the SSL object, hashed) */
+	ld_s64 len;          /* plaintext bytes: asked to write, or read */
+	ld_u16 api;          /* enum ld_tls_api */
+	ld_u8 dir;           /* enum ld_sock_dir */
+	ld_u8 cls;           /* enum ld_payload_class of the plaintext's first bytes */
+	ld_u8 sse_events;    /* as ld_sock_io */
+	ld_u8 _pad[3];
 };
 
 struct ld_sock_close {
@@ -703,6 +728,8 @@ LD_LAYOUT_CHECK(LD_SYM_LEN == 48); /* ld_kstack frames */
 LD_LAYOUT_CHECK(LD_COMM_LEN == 16);
 LD_SIZE(ld_hdr, 24); LD_AT(ld_hdr, type, 0); LD_AT(ld_hdr, size, 2); LD_AT(ld_hdr, cpu, 4);
 LD_AT(ld_hdr, tgid, 8); LD_AT(ld_hdr, tid, 12); LD_AT(ld_hdr, ts_ns, 16);
+LD_SIZE(ld_tls_io, 48); LD_AT(ld_tls_io, ssl_id, 24); LD_AT(ld_tls_io, len, 32); LD_AT(ld_tls_io, api, 40);
+LD_AT(ld_tls_io, cls, 43);
 LD_SIZE(ld_sock_io, 64); LD_AT(ld_sock_io, hdr, 0); LD_AT(ld_sock_io, sock_id, 24);
 LD_AT(ld_sock_io, reserved, 32); LD_AT(ld_sock_io, ret, 40); LD_AT(ld_sock_io, fd, 48);
 LD_AT(ld_sock_io, lport, 52); LD_AT(ld_sock_io, rport, 54); LD_AT(ld_sock_io, family, 56);

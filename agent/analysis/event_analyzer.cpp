@@ -44,12 +44,12 @@ void EventAnalyzer::on_record(const ld_hdr& rec, size_t size) {
   last_ts_ = std::max(last_ts_, rec.ts_ns);
   switch (rec.type) {
     case LD_EV_SOCK_IO:
-      if (auto* io = record_as<ld_sock_io>(rec, size)) {
-        if (io->dir == LD_DIR_RECV && io->cls == LD_PC_HTTP_REQUEST) request_lines_++;
-        sockets_.add(*io);
-      } else {
-        malformed_++;
-      }
+      if (auto* io = record_as<ld_sock_io>(rec, size)) tls_.on_sock(*io);
+      else malformed_++;
+      break;
+    case LD_EV_TLS_IO:
+      if (auto* tls = record_as<ld_tls_io>(rec, size)) tls_.on_tls(*tls);
+      else malformed_++;
       break;
     case LD_EV_SOCK_CLOSE:
       if (auto* c = record_as<ld_sock_close>(rec, size)) sockets_.add(*c);
@@ -63,6 +63,11 @@ void EventAnalyzer::on_record(const ld_hdr& rec, size_t size) {
       if (rec.type >= LD_EV_TYPE_MAX) unknown_types_++;
       else if (!evidence_.add(rec, size)) malformed_++;
   }
+}
+
+void EventAnalyzer::add_sock_io(const ld_sock_io& io) {
+  if (io.dir == LD_DIR_RECV && io.cls == LD_PC_HTTP_REQUEST) request_lines_++;
+  sockets_.add(io);
 }
 
 model::Report EventAnalyzer::finish(const nlohmann::json& header, const nlohmann::json& trailer,
@@ -94,6 +99,7 @@ model::Report EventAnalyzer::finish(const trace::TraceMeta& meta, const std::str
                     "were skipped (trace from a newer latency-doctor?)",
                     unknown_types_));
 
+  tls_.finish();
   Timeline timeline = sockets_.finish();
   Timeline server_timeline;  // kept when a token log replaces it: attribution maps onto it
   bool from_log = false;

@@ -13,6 +13,7 @@
 #include "analysis/evidence.hpp"
 #include "analysis/thread_tracks.hpp"
 #include "analysis/timeline.hpp"
+#include "analysis/tls_join.hpp"
 #include "model/report.hpp"
 #include "trace/trace_header.hpp"
 
@@ -22,6 +23,11 @@ namespace ld::analysis {
 
 class EventAnalyzer {
  public:
+  EventAnalyzer() = default;
+  // Its TLS join calls back into it: it stays where it was made.
+  EventAnalyzer(const EventAnalyzer&) = delete;
+  EventAnalyzer& operator=(const EventAnalyzer&) = delete;
+
   // `size` is the record's byte length (hdr.size); records too short for their type are
   // counted as malformed and skipped, unknown types are counted and skipped.
   void on_record(const ld_hdr& rec, size_t size);
@@ -44,7 +50,11 @@ class EventAnalyzer {
                        std::vector<std::string> warnings, const std::string& client_source = "");
 
  private:
+  void add_sock_io(const ld_sock_io& io);
+
   SocketTimelineBuilder sockets_;
+  // Socket IO passes through it: TLS plaintext classes given to their ciphertext.
+  TlsJoin tls_{[this](const ld_sock_io& io) { add_sock_io(io); }};
   EvidenceStore evidence_;
   std::optional<ThreadTrackBuilder> tracks_;
   uint64_t records_ = 0;

@@ -393,6 +393,7 @@ void setup_handle(CURL* c, const RequestPlan& plan, const std::string& body, cha
   curl.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl.easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
   if (plan.opts->compressed) curl.easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");  // every encoding it decodes
+  if (!plan.opts->cacert.empty()) curl.easy_setopt(c, CURLOPT_CAINFO, plan.opts->cacert.c_str());
   // An http_proxy in the environment must not turn a loopback benchmark into remote traffic.
   if (plan.loopback) curl.easy_setopt(c, CURLOPT_NOPROXY, "*");
 }

@@ -34,6 +34,9 @@ struct BenchOptions {
   // decodes. A proxy that compresses text/event-stream then holds tokens back, as it would for
   // those clients.
   bool compressed = false;
+  // A CA certificate (PEM) to verify an https:// server with, instead of the system bundle: a server
+  // with a self-signed certificate, as a staging host often has. Verification stays on.
+  std::string cacert;
 };
 
 struct BenchRequestResult {

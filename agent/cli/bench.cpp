@@ -55,6 +55,10 @@ void register_bench(CLI::App& app, int& exit_code) {
   sub->add_flag("--compressed", opts->compressed,
                 "Accept compressed responses (gzip, deflate, br), as browsers and the OpenAI SDKs do: a proxy "
                 "that compresses the stream then holds tokens back for this client too");
+  sub->add_option("--cacert", opts->cacert,
+                  "Verify an https:// server with this CA certificate (PEM) instead of the system's: a "
+                  "self-signed server certificate is its own CA")
+      ->check(CLI::ExistingFile);
   sub->add_flag("-q,--quiet", *quiet, "No progress on stderr");
   sub->callback(
       [opts, quiet, &exit_code] { exit_code = run_command("bench", [&] { return run_bench_cmd(*opts, *quiet); }); });

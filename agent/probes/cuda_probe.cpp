@@ -267,12 +267,8 @@ class CudaProbe : public Probe {
   // No target maps CUDA, and each has run past the window in which servers load it: this probe
   // has nothing to do in this session (a young process is looked at again instead).
   bool no_cuda_for_good(uint64_t now) const {
-    return std::all_of(procs_.begin(), procs_.end(), [&](const auto& kv) {
-      const Proc& p = kv.second;
-      if (!p.libs.empty()) return false;
-      auto info = host::read_process(static_cast<int>(p.tgid));
-      return !info || !info->start_mono_ns || now - info->start_mono_ns > kSearchForNs;
-    });
+    return std::all_of(procs_.begin(), procs_.end(),
+                       [&](const auto& kv) { return kv.second.libs.empty() && past_search_window(kv.first, now); });
   }
 
   // The reason when libraries were found but no entry point of any could be attached (e.g. no

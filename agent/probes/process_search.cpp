@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "host/host_facts.hpp"
 #include "probes/elf_symbols.hpp"
 #include "util/files.hpp"
 
@@ -40,6 +41,11 @@ uint64_t process_maps_reads() {
   return g_files_read;
 }
 
+bool past_search_window(uint32_t tgid, uint64_t now) {
+  auto info = host::read_process(static_cast<int>(tgid));
+  return !info || !info->start_mono_ns || now - info->start_mono_ns > kSearchForNs;
+}
+
 bool is_cuda_driver(const std::string& path) {
   return std::filesystem::path(path).filename().string().rfind("libcuda.so", 0) == 0;
 }
@@ -47,14 +53,36 @@ bool is_cuda_runtime(const std::string& path) {
   return std::filesystem::path(path).filename().string().rfind("libcudart.so", 0) == 0;
 }
 
-std::vector<std::string> cuda_libraries(const std::string& maps_text) {
+namespace {
+
+// The files of a maps text that `wanted` accepts (given the path and whether it is the first file
+// mapped: the executable), each once, in the order mapped (deleted files left out).
+template <typename Pred>
+std::vector<std::string> mapped_files(const std::string& maps_text, Pred&& wanted) {
   std::vector<std::string> out;
+  bool first = true;
   for (const MapsEntry& e : parse_maps(maps_text)) {
     if (e.path.empty() || e.path[0] != '/' || e.path.find(" (deleted)") != std::string::npos) continue;
-    if ((is_cuda_driver(e.path) || is_cuda_runtime(e.path)) && std::find(out.begin(), out.end(), e.path) == out.end())
-      out.push_back(e.path);
+    if (wanted(e.path, first) && std::find(out.begin(), out.end(), e.path) == out.end()) out.push_back(e.path);
+    first = false;
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> cuda_libraries(const std::string& maps_text) {
+  return mapped_files(maps_text,
+                      [](const std::string& path, bool) { return is_cuda_driver(path) || is_cuda_runtime(path); });
+}
+
+bool is_openssl_library(const std::string& path) {
+  return std::filesystem::path(path).filename().string().rfind("libssl.so", 0) == 0;
+}
+
+std::vector<std::string> openssl_candidates(const std::string& maps_text) {
+  return mapped_files(maps_text,
+                      [](const std::string& path, bool executable) { return executable || is_openssl_library(path); });
 }
 
 }  // namespace ld::probes

@@ -1,5 +1,5 @@
-// Shared by the probes that attach per process to a library found in /proc/PID/maps (gil, cuda):
-// when to look at a process's maps again, and the per-process part of their detail().
+// Shared by the probes that attach per process to a library found in /proc/PID/maps (gil, cuda,
+// tls): when to look at a process's maps again, and the per-process part of their detail().
 #pragma once
 
 #include <algorithm>
@@ -36,6 +36,16 @@ uint64_t process_maps_reads();
 bool is_cuda_driver(const std::string& path);
 bool is_cuda_runtime(const std::string& path);
 std::vector<std::string> cuda_libraries(const std::string& maps_text);
+
+// OpenSSL's libssl.so* (any directory), and the files a maps text names that may export
+// OpenSSL's functions: those, and the executable (the first file mapped: a binary with OpenSSL
+// linked in, such as Node), each once, in the order mapped.
+bool is_openssl_library(const std::string& path);
+std::vector<std::string> openssl_candidates(const std::string& maps_text);
+
+// Whether the process has run past the window in which servers load their libraries (started
+// kSearchForNs ago or more), or is gone: a library it has not mapped by now, it will not map.
+bool past_search_window(uint32_t tgid, uint64_t now);
 
 // The next look after `looks` looks so far (which it counts), at the latest at `until`.
 inline uint64_t next_look_ns(uint64_t now, uint32_t& looks, uint64_t until) {

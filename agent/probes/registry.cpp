@@ -17,6 +17,7 @@ std::unique_ptr<Probe> make_reclaim_probe();
 std::unique_ptr<Probe> make_cpufreq_probe();
 std::unique_ptr<Probe> make_cuda_probe();
 std::unique_ptr<Probe> make_nvml_probe();
+std::unique_ptr<Probe> make_tls_probe();
 
 const std::vector<ProbeInfo>& probe_registry() {
   static const std::vector<ProbeInfo> registry{
@@ -41,6 +42,10 @@ const std::vector<ProbeInfo>& probe_registry() {
       {"nvml", LD_PROBE_NVML,
        "each GPU's utilisation, SM clock, throttle reasons, memory, temperature, power (NVML, 200 ms)", true,
        make_nvml_probe},
+      // In the default set: on a target without OpenSSL it attaches nothing and costs nothing.
+      {"tls", LD_PROBE_TLS,
+       "TLS plaintext classes (uprobes on OpenSSL's SSL_write/SSL_read): tokens of a server that terminates TLS", true,
+       make_tls_probe},
   };
   return registry;
 }

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -293,4 +294,64 @@ TEST(ClientJoinRoot, NginxThatGzipsTheStream) {
             << " ms, server " << p50(j.join, "server_ttft_ms") << " ms, after the send p50 "
             << p50(j.join, "after_server_ms") << " ms, bunched " << j.join["bunched_share"] << "\n";
   std::system(("rm -rf " + dir).c_str());
+}
+
+// A server that terminates TLS itself (uvicorn with a certificate, Python's ssl on OpenSSL 3):
+// the sock probe sees only ciphertext, the tls probe the plaintext's classes; joined, the
+// server's requests and tokens must be the client's: per request, the client's TTFT within 2 ms
+// of the server's at the median, and the token gaps' medians within 2 ms.
+TEST(ClientJoinRoot, UvicornServingTlsShowsItsTokens) {
+  REQUIRE_BPF();
+  if (system("/usr/bin/python3 -c 'import fastapi, uvicorn, ssl' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "Debian's python3-fastapi and python3-uvicorn are not installed (scripts/setup.sh installs them)";
+  ld::test::agent::Dir dir("tls");
+  const std::string cert = (dir.path / "cert.pem").string(), key = (dir.path / "key.pem").string();
+  const std::string make_cert = fmt::format(
+      "openssl req -x509 -newkey rsa:2048 -nodes -keyout {} -out {} -days 1 -subj /CN=127.0.0.1 "
+      "-addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
+      key, cert);
+  if (system(make_cert.c_str()) != 0) GTEST_SKIP() << "no openssl command to make a test certificate";
+  Child server({"/usr/bin/python3", std::string(LD_SOURCE_DIR) + "/tests/target/fastapi_engine_server.py", "--port",
+                "0", "--token-ms", "20", "--tokens", "15", "--ssl-certfile", cert, "--ssl-keyfile", key});
+  ASSERT_TRUE(server.wait_for_output("listening on", 20s)) << server.err();
+  std::smatch m;
+  const std::string out = server.out();
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(listening on 127\.0\.0\.1:(\d+))"))) << out;
+  const std::string url = fmt::format("https://127.0.0.1:{}/v1/completions", m[1].str());
+  const std::string log = (dir.path / "client.jsonl").string();
+  constexpr int kRequests = 6;
+  const json report = run_and_report(server.pid(), "60s",
+                                     [&] {
+                                       ld::bench::BenchOptions o;
+                                       o.url = url;
+                                       o.cacert = cert;
+                                       o.requests = kRequests;
+                                       o.concurrency = 1;
+                                       o.max_tokens = 15;
+                                       o.tokens_out = log;
+                                       EXPECT_EQ(ld::bench::run_bench(o).failed, 0);
+                                     },
+                                     {"--client", log});
+  const json tls = [&] {
+    for (const auto& p : report.value("probes", json::array()))
+      if (p.value("name", "") == "tls") return p;
+    return json::object();
+  }();
+  EXPECT_EQ(tls.value("status", ""), "attached") << tls.dump();
+  EXPECT_NE(tls.value("reason", "").find("libssl.so"), std::string::npos) << tls.dump();
+  EXPECT_EQ(report["summary"]["requests"], kRequests) << report["summary"].dump(1);
+  EXPECT_EQ(report["summary"]["tokens"], kRequests * 15) << report["summary"].dump(1);
+  const json& c = report.value("client_join", json::object());
+  ASSERT_FALSE(c.empty()) << report.dump(1).substr(0, 4000);
+  EXPECT_EQ(c["matched"], kRequests);
+  std::cout << "[ tls ] client TTFT p50 " << p50(c, "client_ttft_ms") << " ms, server " << p50(c, "server_ttft_ms")
+            << " ms, outside p50 " << p50(c, "outside_ttft_ms") << " ms (before the server's read "
+            << p50(c, "before_server_ms") << " ms, after its send " << p50(c, "after_server_ms")
+            << " ms); client gap p50 " << p50(c, "client_gap_ms") << " ms, server " << p50(c, "server_gap_ms")
+            << " ms\n";
+  // Per request, the client's TTFT less the server's: what the wire and the client added.
+  EXPECT_LT(p50(c, "outside_ttft_ms"), 2.0) << c.dump(1).substr(0, 3000);
+  EXPECT_GE(p50(c, "outside_ttft_ms"), 0.0);
+  EXPECT_LT(std::fabs(p50(c, "client_ttft_ms") - p50(c, "server_ttft_ms")), 5.0) << c.dump(1).substr(0, 3000);
+  EXPECT_LT(std::fabs(p50(c, "client_gap_ms") - p50(c, "server_gap_ms")), 2.0) << c.dump(1).substr(0, 3000);
 }

@@ -141,7 +141,11 @@ TEST(PerfProbe, StacksOfSchedAndPerfAreAllNamed) {
   std::set<int64_t> read_stacks;  // perf stacks through read(): the workload's kernel work
   for (uint32_t source : {uint32_t(LD_PROBE_SCHED), uint32_t(LD_PROBE_PERF)}) {
     const auto stacks = kstacks(rec, source);
-    ASSERT_FALSE(stacks.empty()) << "no stacks of probe " << source;
+    // The workload blocks only in futex (its joins), which names its cause and takes no stack
+    // (SchedProbe.BlockedReaderWokenByWriter names a read's); the perf samples must have some.
+    if (source == LD_PROBE_PERF) {
+      ASSERT_FALSE(stacks.empty()) << "no stacks of probe " << source;
+    }
     for (const auto& [id, frames] : stacks) {
       ASSERT_FALSE(frames.empty()) << "stack " << id << " of probe " << source;
       for (const auto& fr : frames) EXPECT_NE(fr.find("+0x"), std::string::npos) << fr;

@@ -144,6 +144,8 @@ def main():
     p.add_argument("--lock-period-ms", type=float, default=1000)
     p.add_argument("--gil-hog-ms", type=float, default=0)
     p.add_argument("--gil-hog-period-ms", type=float, default=1500)
+    p.add_argument("--ssl-certfile", help="serve HTTPS with this certificate (PEM), as uvicorn's flag")
+    p.add_argument("--ssl-keyfile", help="the certificate's key (PEM)")
     ARGS = p.parse_args()
     calibrate()
     global LOG_BUFFER
@@ -158,7 +160,8 @@ def main():
     sock.bind(("127.0.0.1", ARGS.port))
     port = sock.getsockname()[1]
     print(f"listening on 127.0.0.1:{port}", flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, ssl_certfile=ARGS.ssl_certfile,
+                            ssl_keyfile=ARGS.ssl_keyfile)
     server = uvicorn.Server(config)
     server.run(sockets=[sock])
 

@@ -35,7 +35,7 @@ using Bytes = std::vector<uint8_t>;
 const fs::path kFixture = fs::path(LD_TEST_FIXTURES_DIR) / "records" / "all_records.ldtrace";
 
 // A new record type must join the fixture (and this number): every type is covered.
-static_assert(LD_EV_TYPE_MAX == 31, "a record type was added or removed: update golden_records()");
+static_assert(LD_EV_TYPE_MAX == 32, "a record type was added or removed: update golden_records()");
 
 // Every header differs: n is the record's place in the fixture.
 ld_hdr hdr(uint16_t type, size_t size, uint32_t n) {
@@ -402,6 +402,18 @@ ld_gpu_sample gpu_sample() {
   return r;
 }
 
+ld_tls_io tls_io() {
+  ld_tls_io r{};
+  r.hdr = hdr(LD_EV_TLS_IO, sizeof(r), 27);
+  r.ssl_id = 0x1b01;
+  r.len = -0x1b02;
+  r.api = LD_TLS_SSL_READ_EX;
+  r.dir = LD_DIR_RECV;
+  r.cls = LD_PC_HTTP_REQUEST;
+  r.sse_events = 0x1b;
+  return r;
+}
+
 // The fixture's records, in file order.
 std::vector<Bytes> golden_records() {
   const std::string frames = kstack_frames();
@@ -433,7 +445,8 @@ std::vector<Bytes> golden_records() {
           bytes_of(ustack(), uf.data(), uf.size() * sizeof(ld_uframe)),
           bytes_of(pystack(), pf.data(), pf.size() * sizeof(ld_pyframe)),
           bytes_of(cuda_call()),
-          bytes_of(gpu_sample())};
+          bytes_of(gpu_sample()),
+          bytes_of(tls_io())};
 }
 
 nlohmann::json golden_header() {
@@ -577,6 +590,15 @@ void check(const ld_gpu_sample& got, const ld_gpu_sample& want) {
   FIELD(power_mw);
   FIELD(power_limit_mw);
 }
+void check(const ld_tls_io& got, const ld_tls_io& want) {
+  check_hdr(got.hdr, want.hdr);
+  FIELD(ssl_id);
+  FIELD(len);
+  FIELD(api);
+  FIELD(dir);
+  FIELD(cls);
+  FIELD(sse_events);
+}
 void check(const ld_kstack& got, const ld_kstack& want) {
   check_hdr(got.hdr, want.hdr);
   FIELD(stack_id);
@@ -706,8 +728,8 @@ TEST(GoldenRecords, EveryFieldOfEveryRecordTypeReadsBack) {
       << "the fixture holds another record layout: regenerate it together with the bump";
   EXPECT_EQ(summary.header, golden_header());
   EXPECT_EQ(summary.trailer, golden_trailer());
-  EXPECT_EQ(summary.records, 26u);
-  ASSERT_EQ(got.size(), 26u);
+  EXPECT_EQ(summary.records, 27u);
+  ASSERT_EQ(got.size(), 27u);
 
   check_record(got[0], sock_io());
   check_record(got[1], sock_close());
@@ -735,6 +757,7 @@ TEST(GoldenRecords, EveryFieldOfEveryRecordTypeReadsBack) {
   check_record(got[23], pystack());
   check_record(got[24], cuda_call());
   check_record(got[25], gpu_sample());
+  check_record(got[26], tls_io());
 
   // The variable parts: the stack's frames, the file's path.
   ASSERT_EQ(got[7].size(), sizeof(ld_kstack) + kKstackDepth * LD_SYM_LEN);
@@ -772,10 +795,11 @@ TEST(GoldenRecords, CoverEveryRecordType) {
   std::set<uint16_t> types;
   for (const Bytes& r : golden_records()) types.insert(as<ld_hdr>(r).type);
   const std::set<uint16_t> every{
-      LD_EV_SOCK_IO,    LD_EV_SOCK_CLOSE, LD_EV_TASK_EXIT,   LD_EV_OFFCPU,     LD_EV_SCHED_AGG,     LD_EV_MIGRATE,
-      LD_EV_CPU_SAMPLE, LD_EV_KSTACK,     LD_EV_SYSCALL,     LD_EV_FAULTS,     LD_EV_BLOCK_RQ,      LD_EV_RECLAIM,
-      LD_EV_GIL_ADDR,   LD_EV_TCP_STATE,  LD_EV_TCP_RETRANS, LD_EV_NET_SAMPLE, LD_EV_CGROUP_SAMPLE, LD_EV_CPU_FREQ,
-      LD_EV_GIL_WAIT,   LD_EV_CPU_FRAMES, LD_EV_USTACK,      LD_EV_PYSTACK,    LD_EV_CUDA,          LD_EV_GPU_SAMPLE};
+      LD_EV_SOCK_IO,    LD_EV_SOCK_CLOSE,    LD_EV_TASK_EXIT, LD_EV_OFFCPU,     LD_EV_SCHED_AGG,
+      LD_EV_MIGRATE,    LD_EV_CPU_SAMPLE,    LD_EV_KSTACK,    LD_EV_SYSCALL,    LD_EV_FAULTS,
+      LD_EV_BLOCK_RQ,   LD_EV_RECLAIM,       LD_EV_GIL_ADDR,  LD_EV_TCP_STATE,  LD_EV_TCP_RETRANS,
+      LD_EV_NET_SAMPLE, LD_EV_CGROUP_SAMPLE, LD_EV_CPU_FREQ,  LD_EV_GIL_WAIT,   LD_EV_CPU_FRAMES,
+      LD_EV_USTACK,     LD_EV_PYSTACK,       LD_EV_CUDA,      LD_EV_GPU_SAMPLE, LD_EV_TLS_IO};
   EXPECT_EQ(types, every);
   // Each record says its own size, and the sizes are the layouts' (bpf/events.h's checks).
   for (const Bytes& r : golden_records()) EXPECT_EQ(as<ld_hdr>(r).size, r.size());
@@ -797,7 +821,8 @@ TEST(GoldenRecords, ATraceOfTheLayoutBeforeStillAnalyses) {
   ld::analysis::EvidenceStore store, current;
   ld::trace::ReadSummary current_summary;
   const std::vector<Bytes> now = read_fixture(&current_summary);
-  // The types layout 2 had are its 24 (layout 4 appended ld_cuda_call, 5 ld_gpu_sample).
+  // The types layout 2 had are its 24 (layout 4 appended ld_cuda_call, 5 ld_gpu_sample, 6
+  // ld_tls_io).
   ASSERT_GE(now.size(), records.size());
   // add() reads the whole record behind the header: pass it in place, not a copy of the header.
   auto in_place = [](const Bytes& r) -> const ld_hdr& { return *reinterpret_cast<const ld_hdr*>(r.data()); };

@@ -1,0 +1,90 @@
+#include "analysis/tls_join.hpp"
+
+#include <algorithm>
+
+#include "util/time.hpp"
+
+namespace ld::analysis {
+namespace {
+
+// A plaintext write older than this when its thread next sends went out another way (another
+// thread's send, a connection closed meanwhile): it does not name that send.
+constexpr uint64_t kWriteToSendNs = util::kNsPerSec;
+// Writes kept per thread at most between two sends (a thread that writes TLS and sends nothing).
+constexpr size_t kMaxWrites = 64;
+
+bool is_status_line(uint8_t cls) { return cls == LD_PC_HTTP_RESPONSE || cls == LD_PC_HTTP_RESPONSE_SSE; }
+bool is_token(uint8_t cls) { return cls == LD_PC_SSE_DATA || cls == LD_PC_HTTP_RESPONSE_SSE; }
+
+}  // namespace
+
+// Passes on the thread's held receive; `claimed`: a TLS read said what it carried.
+void TlsJoin::release(Thread& t, bool claimed) {
+  if (!t.held) return;
+  if (claimed) tls_sockets_.insert(t.held->sock_id);
+  if (claimed || !tls_sockets_.count(t.held->sock_id)) out_(*t.held);
+  else ++dropped_;
+  t.held.reset();
+}
+
+// The class of what the writes carried, as the kernel would have classified their bytes in one
+// send: a status line with a token is a status line and token; else the first write's class
+// that says something; SSE events summed.
+void TlsJoin::give_writes(Thread& t, ld_sock_io& send) {
+  std::erase_if(t.writes, [&](const ld_tls_io& w) { return w.hdr.ts_ns + kWriteToSendNs < send.hdr.ts_ns; });
+  if (t.writes.empty()) return;
+  bool status = false, token = false;
+  uint8_t first = LD_PC_OTHER;
+  unsigned events = 0;
+  for (const ld_tls_io& w : t.writes) {
+    status |= is_status_line(w.cls);
+    token |= is_token(w.cls);
+    if (first == LD_PC_OTHER) first = w.cls;
+    events += w.sse_events;
+  }
+  send.cls = status && token ? static_cast<uint8_t>(LD_PC_HTTP_RESPONSE_SSE) : first;
+  send.sse_events = static_cast<uint8_t>(std::min(events, 255u));
+  t.writes.clear();
+  tls_sockets_.insert(send.sock_id);
+  ++joined_;
+}
+
+void TlsJoin::on_sock(const ld_sock_io& io) {
+  auto it = threads_.find(io.hdr.tid);
+  if (it != threads_.end()) release(it->second);
+  const bool unclassified = io.cls == LD_PC_OTHER;
+  if (io.dir == LD_DIR_RECV && unclassified && io.ret > 0) {
+    threads_[io.hdr.tid].held = io;
+    return;
+  }
+  if (io.dir == LD_DIR_SEND && unclassified && it != threads_.end() && !it->second.writes.empty()) {
+    ld_sock_io joined = io;
+    give_writes(it->second, joined);
+    out_(joined);
+    return;
+  }
+  out_(io);
+}
+
+void TlsJoin::on_tls(const ld_tls_io& tls) {
+  ++plaintext_records_;
+  Thread& t = threads_[tls.hdr.tid];
+  if (tls.dir == LD_DIR_SEND) {
+    if (t.writes.size() < kMaxWrites) t.writes.push_back(tls);
+    return;
+  }
+  // A read's plaintext of no class is still data (a request body in a record of its own).
+  const bool claimed = t.held && t.held->hdr.ts_ns <= tls.hdr.ts_ns;
+  if (claimed && tls.cls != LD_PC_OTHER) {
+    t.held->cls = tls.cls;
+    t.held->sse_events = tls.sse_events;
+    ++joined_;
+  }
+  release(t, claimed);
+}
+
+void TlsJoin::finish() {
+  for (auto& [tid, t] : threads_) release(t);
+}
+
+}  // namespace ld::analysis
