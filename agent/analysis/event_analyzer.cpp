@@ -52,8 +52,12 @@ void EventAnalyzer::on_record(const ld_hdr& rec, size_t size) {
       else malformed_++;
       break;
     case LD_EV_SOCK_CLOSE:
-      if (auto* c = record_as<ld_sock_close>(rec, size)) sockets_.add(*c);
-      else malformed_++;
+      if (auto* c = record_as<ld_sock_close>(rec, size)) {
+        tls_.on_close(c->sock_id);
+        sockets_.add(*c);
+      } else {
+        malformed_++;
+      }
       break;
     case LD_EV_TASK_EXIT:
       if (auto* e = record_as<ld_task_exit>(rec, size)) sockets_.add(*e);

@@ -1,5 +1,6 @@
 // The first tokens and gaps of the live views (top, attach --live) as the records are read,
-// from the socket records alone.
+// from the socket records alone (and the tls probe's, given to their ciphertext as the report
+// gives them: TlsJoin).
 // A deliberately small model of the timeline: per socket, the last request line received and
 // the last token sent; no reordering across CPUs (records may come a few ms late, so a gap can
 // be off by that much; the report's numbers are the exact ones).
@@ -9,6 +10,8 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+
+#include "analysis/tls_join.hpp"
 
 struct ld_hdr;
 
@@ -28,6 +31,9 @@ struct LiveSample {
 class LiveWatch {
  public:
   LiveWatch(double ttft_limit_ms, double gap_limit_ms) : ttft_limit_ms_(ttft_limit_ms), gap_limit_ms_(gap_limit_ms) {}
+  // The TLS join calls back into it: it stays where it was made.
+  LiveWatch(const LiveWatch&) = delete;
+  LiveWatch& operator=(const LiveWatch&) = delete;
   // The first token or gap this record ends, if it ends one.
   std::optional<LiveSample> observe(const ld_hdr& rec, size_t size);
   // Over the limits: a first token that feels stuck, a gap that breaks the sentence.
@@ -36,6 +42,9 @@ class LiveWatch {
   uint64_t oldest_open_request_ns() const;
 
  private:
+  // A socket record as the join passes it on; a token's sample into sample_.
+  void on_io(const ld_sock_io& io);
+
   struct Stream {
     uint64_t request_ns = 0;  // request line received, no token yet
     uint64_t last_token_ns = 0;
@@ -44,6 +53,8 @@ class LiveWatch {
   double ttft_limit_ms_;
   double gap_limit_ms_;
   std::unordered_map<uint64_t, Stream> streams_;  // by socket id
+  std::optional<LiveSample> sample_;              // what the record being observed ended
+  TlsJoin tls_{[this](const ld_sock_io& io) { on_io(io); }};
 };
 
 }  // namespace ld::analysis

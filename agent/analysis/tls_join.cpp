@@ -51,19 +51,22 @@ void TlsJoin::give_writes(Thread& t, ld_sock_io& send) {
 
 void TlsJoin::on_sock(const ld_sock_io& io) {
   auto it = threads_.find(io.hdr.tid);
-  if (it != threads_.end()) release(it->second);
+  Thread* t = it == threads_.end() ? nullptr : &it->second;
+  if (t) release(*t);
   const bool unclassified = io.cls == LD_PC_OTHER;
   if (io.dir == LD_DIR_RECV && unclassified && io.ret > 0) {
-    threads_[io.hdr.tid].held = io;
+    (t ? *t : threads_[io.hdr.tid]).held = io;
     return;
   }
-  if (io.dir == LD_DIR_SEND && unclassified && it != threads_.end() && !it->second.writes.empty()) {
+  if (io.dir == LD_DIR_SEND && unclassified && t && !t->writes.empty()) {
     ld_sock_io joined = io;
-    give_writes(it->second, joined);
+    give_writes(*t, joined);
     out_(joined);
-    return;
+  } else {
+    out_(io);
   }
-  out_(io);
+  // Nothing left of the thread: forget it (a server may start a thread per request).
+  if (t && t->writes.empty() && !t->held) threads_.erase(it);
 }
 
 void TlsJoin::on_tls(const ld_tls_io& tls) {
@@ -81,6 +84,17 @@ void TlsJoin::on_tls(const ld_tls_io& tls) {
     ++joined_;
   }
   release(t, claimed);
+  if (t.writes.empty()) threads_.erase(tls.hdr.tid);
+}
+
+void TlsJoin::on_close(uint64_t sock_id) {
+  // A receive held on it (the close_notify alert before the close) is judged while the socket is
+  // still known: before the close, and as TLS.
+  for (auto it = threads_.begin(); it != threads_.end();) {
+    if (it->second.held && it->second.held->sock_id == sock_id) release(it->second);
+    it = it->second.writes.empty() && !it->second.held ? threads_.erase(it) : std::next(it);
+  }
+  tls_sockets_.erase(sock_id);
 }
 
 void TlsJoin::finish() {

@@ -35,6 +35,8 @@ class TlsJoin {
 
   void on_sock(const ld_sock_io& io);
   void on_tls(const ld_tls_io& tls);
+  // The socket closed: its id may name a new connection (plain or not) next.
+  void on_close(uint64_t sock_id);
   // Passes on every receive still held.
   void finish();
 

@@ -747,6 +747,43 @@ TEST(LiveWatch, SeesFirstTokensAndGapsAsTheyHappen) {
   EXPECT_FALSE(live.slow(*next));
 }
 
+// A server that terminates TLS: the socket records are ciphertext (no class), the tls probe's
+// say what each carried; the live view sees the same first token and gap the report does.
+TEST(LiveWatch, SeesTokensOfATlsStream) {
+  ld::analysis::LiveWatch live(800, 150);
+  auto io = [](uint64_t ts, uint8_t dir) {
+    auto r = record<ld_sock_io>(LD_EV_SOCK_IO, 100, 101, ts);
+    r.sock_id = 9;
+    r.dir = dir;
+    r.cls = LD_PC_OTHER;
+    r.ret = 200;
+    r.lport = 8443;
+    return r;
+  };
+  auto tls = [](uint64_t ts, uint8_t dir, uint8_t cls) {
+    auto r = record<ld_tls_io>(LD_EV_TLS_IO, 100, 101, ts);
+    r.dir = dir;
+    r.cls = cls;
+    r.sse_events = cls == LD_PC_SSE_DATA ? 1 : 0;
+    return r;
+  };
+  auto feed = [&](const auto& r) { return live.observe(r.hdr, sizeof(r)); };
+  EXPECT_FALSE(feed(io(100 * kMs, LD_DIR_RECV)));
+  EXPECT_FALSE(feed(tls(101 * kMs, LD_DIR_RECV, LD_PC_HTTP_REQUEST)));
+  EXPECT_FALSE(feed(tls(1000 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA)));  // not on the wire yet
+  auto first = feed(io(1001 * kMs, LD_DIR_SEND));
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(first->first_token);
+  EXPECT_DOUBLE_EQ(first->ms, 901);  // request received with its ciphertext -> token sent
+  EXPECT_EQ(first->port, 8443);
+  EXPECT_FALSE(feed(tls(1200 * kMs, LD_DIR_SEND, LD_PC_SSE_DATA)));
+  auto gap = feed(io(1201 * kMs, LD_DIR_SEND));
+  ASSERT_TRUE(gap);
+  EXPECT_FALSE(gap->first_token);
+  EXPECT_DOUBLE_EQ(gap->ms, 200);
+  EXPECT_TRUE(live.slow(*gap));
+}
+
 // ---------------------------------------------------------------- CUDA (the cuda probe)
 namespace {
 

@@ -158,6 +158,20 @@ TEST(TlsJoin, TlsReceivesNoReadClaimedAreNotData) {
   EXPECT_EQ(j.join.dropped(), 1u);
 }
 
+TEST(TlsJoin, TheAlertBeforeACloseIsStillTls) {
+  Joined j;
+  j.join.on_sock(cipher(1, LD_DIR_RECV));
+  j.join.on_tls(plain(1.1, LD_DIR_RECV, LD_PC_HTTP_REQUEST));
+  j.join.on_sock(cipher(5, LD_DIR_RECV));  // close_notify, then the server closes the socket
+  j.join.on_close(kSock);
+  j.join.on_sock(cipher(6, LD_DIR_RECV));  // the id again, now a plain connection's body bytes
+  j.join.finish();
+  ASSERT_EQ(j.out.size(), 2u);
+  EXPECT_EQ(j.out[0].cls, LD_PC_HTTP_REQUEST);
+  EXPECT_EQ(j.out[1].hdr.ts_ns, 6 * kMs);
+  EXPECT_EQ(j.join.dropped(), 1u);
+}
+
 // A whole TLS stream, as the probes see it: a request and five tokens over one connection,
 // each token written by SSL_write_ex and sent as ciphertext. The timeline gets the request
 // and its tokens at the ciphertext's times.
