@@ -10,7 +10,6 @@
 // (process_search.hpp), and through kRuntimeOnlySearchNs while it maps a runtime without a driver (the first
 // CUDA call may come after a model's load). A process with no CUDA costs nothing: nothing is
 // attached to it.
-#include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -29,6 +28,7 @@
 #include "host/host_facts.hpp"
 #include "probes/elf_symbols.hpp"
 #include "probes/libbpf_util.hpp"
+#include "probes/library_uprobes.hpp"
 #include "probes/probe.hpp"
 #include "probes/process_search.hpp"
 #include "util/files.hpp"
@@ -93,30 +93,13 @@ constexpr EntryPoint kEntryPoints[] = {
 };
 
 const std::set<std::string>& entry_point_names() {
-  static const std::set<std::string> names = [] {
-    std::set<std::string> out;
-    for (const EntryPoint& ep : kEntryPoints) out.insert(ep.symbol);
-    return out;
-  }();
+  static const std::set<std::string> names = entry_point_symbols(kEntryPoints);
   return names;
 }
 
-struct Library {
-  std::string path;  // as in /proc/PID/maps
-  size_t attached = 0;
-  std::string error;
-};
-
-struct Proc {
-  uint32_t tgid = 0;
-  uint64_t added_ns = 0, next_search_ns = 0;
-  uint32_t searches = 0;
-  bool searching = true, gone = false;
-  std::vector<Library> libs;
-  std::vector<bpf_link*> links;
-
+struct Proc : UprobeProc {
   bool has(bool (*which)(const std::string&)) const {
-    return std::any_of(libs.begin(), libs.end(), [&](const Library& l) { return which(l.path); });
+    return std::any_of(libs.begin(), libs.end(), [&](const UprobeLibrary& l) { return which(l.path); });
   }
   // Looked at again until then: longer while the runtime waits for its first call's driver.
   uint64_t search_until() const {
@@ -144,9 +127,9 @@ class CudaProbe : public Probe {
     launches_ = ctx.options.hooks.cuda_launches;
     uint64_t now = host::monotonic_now_ns();
     for (uint32_t tgid : ctx.options.tgids) track(tgid, now);
-    if (!procs_.empty() && no_cuda_for_good(now))
+    if (nothing_found_for_good(procs_, now))
       throw ProbeUnavailable("no CUDA library (libcuda.so / libcudart.so) in the target's mappings");
-    if (auto why = every_attach_failed()) throw ProbeUnavailable(*why);
+    if (auto why = every_attach_failed(procs_)) throw ProbeUnavailable(*why);
   }
 
   void tick(uint64_t now, const EmitFn&) override {
@@ -157,18 +140,14 @@ class CudaProbe : public Probe {
 
   void add_target(uint32_t tgid) override { track(tgid, host::monotonic_now_ns()); }
 
-  bool attaches_later() const override {
-    return std::any_of(procs_.begin(), procs_.end(), [](const auto& kv) { return kv.second.searching; });
-  }
+  bool attaches_later() const override { return any_searching(procs_); }
 
   uint64_t user_records() const override { return user_records_; }
 
   std::string detail() const override {
     // "attached" must not read as hooked when no target mapped CUDA: say so first.
-    const bool hooked =
-        std::any_of(procs_.begin(), procs_.end(), [](const auto& kv) { return !kv.second.libs.empty(); });
-    std::string head = hooked ? "uprobes on the CUDA driver/runtime entry points"
-                              : "nothing hooked: no target mapped a CUDA library during the trace";
+    std::string head = any_library_found(procs_) ? "uprobes on the CUDA driver/runtime entry points"
+                                                 : "nothing hooked: no target mapped a CUDA library during the trace";
     if (!launches_) head += " (launches not traced: --cuda-launches off)";
     return per_process_detail(std::move(head), procs_, [&](const Proc& p) { return describe(p); });
   }
@@ -181,14 +160,10 @@ class CudaProbe : public Probe {
   // Attaches the CUDA libraries the process maps that are not attached yet; schedules the
   // next look while the window is open and either library is still missing.
   void search(Proc& p, uint64_t now) {
-    std::string maps = read_process_maps(p.tgid, now);
-    if (maps.empty()) {
-      p.gone = true;
-      p.searching = false;
-      return;
-    }
+    const std::string maps = maps_or_gone(p, now);
+    if (maps.empty()) return;
     for (const std::string& path : cuda_libraries(maps)) {
-      bool known = std::any_of(p.libs.begin(), p.libs.end(), [&](const Library& l) { return l.path == path; });
+      bool known = std::any_of(p.libs.begin(), p.libs.end(), [&](const UprobeLibrary& l) { return l.path == path; });
       if (!known) attach_library(p, path);
     }
     bool complete = p.has(is_cuda_driver) && p.has(is_cuda_runtime);
@@ -199,7 +174,7 @@ class CudaProbe : public Probe {
   // Every entry point `path` exports, uretprobe first: a thread entering a function between the
   // two attaches must not leave a call open that no return ends.
   void attach_library(Proc& p, const std::string& path) {
-    Library lib;
+    UprobeLibrary lib;
     lib.path = path;
     std::string file = fmt::format("/proc/{}/root{}", p.tgid, path);
     auto symbols = find_dynamic_symbols(file, entry_point_names());
@@ -208,7 +183,9 @@ class CudaProbe : public Probe {
       if (ep.kind == LD_CUDA_LAUNCH && !launches_) continue;
       auto it = symbols.find(ep.symbol);
       if (it == symbols.end() || !offsets.insert(it->second.file_offset).second) continue;
-      if (int err = attach_entry_point(p, file, ep, it->second.file_offset)) {
+      // Launches get no return probe (counted at entry: bpf/cuda.bpf.c says why).
+      bpf_program* ret = ep.kind == LD_CUDA_LAUNCH ? nullptr : skel_->progs.ld_cuda_return;
+      if (int err = attach_entry_point(p, file, it->second.file_offset, ep.api, entry_program(ep.kind), ret)) {
         lib.error = fmt::format("uprobe on {} failed: {}", ep.symbol, std::strerror(-err));
         break;
       }
@@ -216,28 +193,6 @@ class CudaProbe : public Probe {
     }
     if (symbols.empty()) lib.error = "no CUDA entry point exported (not an ELF file?)";
     p.libs.push_back(std::move(lib));
-  }
-
-  // 0, or the -errno of the failed attach (nothing of this entry point is left attached).
-  // Launches get no return probe (counted at entry: bpf/cuda.bpf.c says why).
-  int attach_entry_point(Proc& p, const std::string& file, const EntryPoint& ep, uint64_t offset) {
-    LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = ep.api, .retprobe = true);
-    int pid = static_cast<int>(p.tgid);
-    bpf_link* ret = nullptr;
-    if (ep.kind != LD_CUDA_LAUNCH) {
-      ret = bpf_program__attach_uprobe_opts(skel_->progs.ld_cuda_return, pid, file.c_str(), offset, &opts);
-      if (!ret) return -errno;
-    }
-    opts.retprobe = false;
-    bpf_link* entry = bpf_program__attach_uprobe_opts(entry_program(ep.kind), pid, file.c_str(), offset, &opts);
-    if (!entry) {
-      int err = -errno;
-      if (ret) bpf_link__destroy(ret);
-      return err;
-    }
-    if (ret) p.links.push_back(ret);
-    p.links.push_back(entry);
-    return 0;
   }
 
   bpf_program* entry_program(uint16_t kind) const {
@@ -249,38 +204,10 @@ class CudaProbe : public Probe {
     }
   }
 
-  void detach(Proc& p) {
-    for (bpf_link* l : p.links) bpf_link__destroy(l);
-    p.links.clear();
-  }
-
   void step(Proc& p, uint64_t now) {
     if (p.gone) return;
     if (p.searching && now >= p.next_search_ns) search(p, now);
-    if (access(fmt::format("/proc/{}", p.tgid).c_str(), F_OK) != 0) {
-      detach(p);
-      p.gone = true;
-      p.searching = false;
-    }
-  }
-
-  // No target maps CUDA, and each has run past the window in which servers load it: this probe
-  // has nothing to do in this session (a young process is looked at again instead).
-  bool no_cuda_for_good(uint64_t now) const {
-    return std::all_of(procs_.begin(), procs_.end(),
-                       [&](const auto& kv) { return kv.second.libs.empty() && past_search_window(kv.first, now); });
-  }
-
-  // The reason when libraries were found but no entry point of any could be attached (e.g. no
-  // uprobe support): the probe cannot work here.
-  std::optional<std::string> every_attach_failed() const {
-    std::optional<std::string> why;
-    for (const auto& [tgid, p] : procs_)
-      for (const Library& l : p.libs) {
-        if (l.attached) return std::nullopt;
-        if (!why) why = fmt::format("{}: {}", l.path, l.error);
-      }
-    return why;
+    forget_if_exited(p);
   }
 
   // Launches still summed in the kernel: one burst record per thread.
@@ -306,12 +233,7 @@ class CudaProbe : public Probe {
   }
 
   std::string describe(const Proc& p) const {
-    std::string libs;
-    for (const Library& l : p.libs) {
-      libs += libs.empty() ? "" : ", ";
-      libs += l.error.empty() ? fmt::format("{} ({} entry points)", l.path, l.attached)
-                              : fmt::format("{} ({} entry points; {})", l.path, l.attached, l.error);
-    }
+    std::string libs = describe_libraries(p);
     if (libs.empty())
       libs = p.searching ? "no CUDA library yet (looked at again for 10 s: servers dlopen it)"
                          : "no CUDA library (libcuda.so / libcudart.so) in its mappings";

@@ -298,8 +298,8 @@ TEST(ClientJoinRoot, NginxThatGzipsTheStream) {
 
 // A server that terminates TLS itself (uvicorn with a certificate, Python's ssl on OpenSSL 3):
 // the sock probe sees only ciphertext, the tls probe the plaintext's classes; joined, the
-// server's requests and tokens must be the client's: per request, the client's TTFT within 2 ms
-// of the server's at the median, and the token gaps' medians within 2 ms.
+// server's requests and tokens must be the client's: the token gaps' medians within 2 ms, and
+// per request the client's TTFT within 3 ms of the server's at the median.
 TEST(ClientJoinRoot, UvicornServingTlsShowsItsTokens) {
   REQUIRE_BPF();
   if (system("/usr/bin/python3 -c 'import fastapi, uvicorn, ssl' >/dev/null 2>&1") != 0)
@@ -349,8 +349,12 @@ TEST(ClientJoinRoot, UvicornServingTlsShowsItsTokens) {
             << p50(c, "before_server_ms") << " ms, after its send " << p50(c, "after_server_ms")
             << " ms); client gap p50 " << p50(c, "client_gap_ms") << " ms, server " << p50(c, "server_gap_ms")
             << " ms\n";
-  // Per request, the client's TTFT less the server's: what the wire and the client added.
-  EXPECT_LT(p50(c, "outside_ttft_ms"), 2.0) << c.dump(1).substr(0, 3000);
+  // Per request, the client's TTFT less the server's: what the wire and the client added. A
+  // request or token given to the wrong ciphertext is off by a token (20 ms); the rest is the
+  // client's own wake-up on CPUs it shares with the server and the agent (0.2-1.5 ms after the
+  // server's send here, as for the same server without TLS).
+  EXPECT_LT(p50(c, "outside_ttft_ms"), 3.0) << c.dump(1).substr(0, 3000);
+  EXPECT_LT(p50(c, "before_server_ms"), 2.0) << c.dump(1).substr(0, 3000);
   EXPECT_GE(p50(c, "outside_ttft_ms"), 0.0);
   EXPECT_LT(std::fabs(p50(c, "client_ttft_ms") - p50(c, "server_ttft_ms")), 5.0) << c.dump(1).substr(0, 3000);
   EXPECT_LT(std::fabs(p50(c, "client_gap_ms") - p50(c, "server_gap_ms")), 2.0) << c.dump(1).substr(0, 3000);
