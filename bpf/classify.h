@@ -313,3 +313,202 @@ LD_GLOBAL int ld_classify(const struct ld_scratch *s, unsigned int n)
 		return LD_PC_CHUNK_FRAME; /* the "\r\n" that closes a chunk, alone */
 	return LD_PC_OTHER;
 }
+
+/* ------------------------------------------------------------------ HTTP/2
+ * RFC 9113 frames: a 9-byte header (length:24, type:8, flags:8, R:1,
+ * stream:31) and the payload.  A send or receive of an HTTP/2 connection is
+ * a run of whole frames (a client's first one begins with the 24-byte
+ * preface); nothing marks the connection, so a payload is taken for HTTP/2
+ * only when every frame header in the bytes read is one a peer may send
+ * (known type, the stream and length that type needs) and the first frame is
+ * shorter than 64 KiB (its first byte 0: no text protocol starts so).  Frames
+ * are walked in the classified prefix only; those past it are counted as
+ * unseen (ld_h2_frames.more). */
+#define LD_H2_WALK 16
+#define LD_H2_PREFACE_LEN 24
+#define LD_H2_PRIORITY 2
+#define LD_H2_SETTINGS 4
+#define LD_H2_PUSH_PROMISE 5
+#define LD_H2_PING 6
+#define LD_H2_GOAWAY 7
+#define LD_H2_WINDOW_UPDATE 8
+#define LD_H2_CONTINUATION 9
+
+/* What the walk found; the per-CPU home of an ld_h2_frames record's body. */
+struct ld_h2_seen {
+	unsigned char count;
+	unsigned char more;
+	unsigned char preface;
+	unsigned char _pad;
+	struct ld_h2_frame f[LD_H2_MAX_FRAMES];
+};
+
+LD_INLINE unsigned int ld_be24(const struct ld_scratch *s, unsigned int i)
+{
+	return (unsigned int)ld_byte(s, i) << 16 | (unsigned int)ld_byte(s, i + 1) << 8 | ld_byte(s, i + 2);
+}
+
+LD_INLINE unsigned int ld_be32(const struct ld_scratch *s, unsigned int i)
+{
+	return (unsigned int)ld_byte(s, i) << 24 | ld_be24(s, i + 1);
+}
+
+/* May a peer send a frame of this type, stream and length?  Types past
+ * CONTINUATION are legal extensions but would let binary protocols pass. */
+LD_GLOBAL int ld_h2_frame_valid(unsigned int type, unsigned int stream, unsigned int len)
+{
+	switch (type) {
+	case LD_H2_DATA:
+	case LD_H2_HEADERS:
+	case LD_H2_CONTINUATION:
+	case LD_H2_PUSH_PROMISE:
+		return stream != 0;
+	case LD_H2_PRIORITY:
+		return stream != 0 && len == 5;
+	case LD_H2_RST_STREAM:
+		return stream != 0 && len == 4;
+	case LD_H2_SETTINGS:
+		return stream == 0 && len % 6 == 0;
+	case LD_H2_PING:
+		return stream == 0 && len == 8;
+	case LD_H2_GOAWAY:
+		return stream == 0 && len >= 8;
+	case LD_H2_WINDOW_UPDATE:
+		return len == 4;
+	}
+	return 0;
+}
+
+/* gRPC messages starting in a DATA payload of `len` bytes at `p` (a 5-byte
+ * prefix each: compressed flag 0/1, length), or 0 when it does not start with
+ * one.  Counts those whose prefix lies in the classified bytes. */
+LD_GLOBAL int ld_grpc_messages(const struct ld_scratch *s, unsigned int p, unsigned int len,
+			       unsigned int n)
+{
+	unsigned int end = p + len, count = 0;
+
+	if (!s || len < 5)
+		return 0;
+	for (unsigned int k = 0; k < 8; k++) {
+		unsigned char flag;
+		unsigned int mlen;
+
+		if (p + 5 > end || p + 5 > n || p + 5 > LD_SCRATCH_BYTES)
+			break;
+		flag = ld_byte(s, p);
+		mlen = ld_be32(s, p + 1);
+		if (flag > 1 || (count == 0 && mlen > (1u << 24)))
+			break;
+		count++;
+		if (mlen >= end - p - 5)
+			break; /* the last message here (it may go on in the next frame) */
+		p += 5 + mlen;
+	}
+	return (int)count;
+}
+
+/* The class of a DATA payload at `p` (len bytes, of which those below n were
+ * read), with the messages or events starting in it << 8. */
+LD_GLOBAL int ld_h2_data_class(const struct ld_scratch *s, unsigned int p, unsigned int len,
+			       unsigned int n)
+{
+	int grpc, sse;
+
+	if (!s || len == 0 || p >= n || p >= LD_SCRATCH_BYTES)
+		return LD_PC_OTHER;
+	grpc = ld_grpc_messages(s, p, len, n);
+	if (grpc > 0)
+		return LD_PC_GRPC_MESSAGE | (grpc & 0xff) << 8;
+	sse = ld_classify_sse(s, p);
+	if (sse < 0)
+		return LD_PC_OTHER;
+	if (sse == LD_PC_SSE_DATA && ld_contentless(s, p, n))
+		sse = LD_PC_SSE_META;
+	return sse | 1 << 8;
+}
+
+/* Adds a frame the timeline reads to w (`what`: type | flags << 8 | data
+ * class and messages << 16, as ld_h2_data_class gives them); consecutive
+ * DATA frames of a stream share an entry (several tokens of a stream in one
+ * send).  A global function: inlined in the walk's loop, its branches made
+ * the verifier's path count explode. */
+LD_GLOBAL int ld_h2_keep(struct ld_h2_seen *w, unsigned int what, unsigned int stream,
+			 unsigned int len)
+{
+	unsigned int type = what & 0xff, flags = (what >> 8) & 0xff;
+	unsigned char cls = (what >> 16) & 0xff, messages = (what >> 24) & 0xff;
+	unsigned int count, last, at;
+
+	if (!w)
+		return 0;
+	count = w->count;
+	last = (count - 1) & (LD_H2_MAX_FRAMES - 1);
+	at = count & (LD_H2_MAX_FRAMES - 1);
+	if (type == LD_H2_DATA && count && w->f[last].type == LD_H2_DATA &&
+	    w->f[last].stream_id == stream) {
+		w->f[last].len += len;
+		w->f[last].flags |= flags;
+		w->f[last].messages += messages;
+		if (w->f[last].cls == LD_PC_OTHER)
+			w->f[last].cls = cls;
+		return 0;
+	}
+	if (count >= LD_H2_MAX_FRAMES) {
+		w->more = 1;
+		return 0;
+	}
+	w->f[at].stream_id = stream;
+	w->f[at].len = len;
+	w->f[at].type = type;
+	w->f[at].flags = flags;
+	w->f[at].cls = type == LD_H2_DATA ? cls : 0;
+	w->f[at].messages = type == LD_H2_DATA ? messages : 0;
+	w->count = count + 1;
+	return 0;
+}
+
+/* Walks the frames of a payload whose first n bytes (n <= LD_SCRATCH_BYTES)
+ * are in s and whose whole length is `total`.  Returns 1, w filled, when they
+ * read as HTTP/2; 0 when any frame header seen is not one. */
+LD_GLOBAL int ld_h2_walk(const struct ld_scratch *s, unsigned int n, unsigned long long total,
+			 struct ld_h2_seen *w)
+{
+	unsigned int off = 0, frames = 0;
+
+	if (!s || !w || n == 0)
+		return 0;
+	w->count = 0;
+	w->more = 0;
+	w->preface = 0;
+	if (ld_starts(s, 0, "PRI * HT", 8) && ld_starts(s, 8, "TP/2.0\r\n", 8)) {
+		w->preface = 1;
+		off = LD_H2_PREFACE_LEN;
+	} else if (ld_byte(s, 0) != 0) {
+		return 0;
+	}
+	for (unsigned int k = 0; k < LD_H2_WALK; k++) {
+		unsigned int len, type, stream, what;
+
+		if (off >= total)
+			break;
+		if (off + 9 > n || off + 9 > LD_SCRATCH_BYTES) {
+			w->more = 1;
+			break;
+		}
+		len = ld_be24(s, off);
+		type = ld_byte(s, off + 3);
+		stream = ld_be32(s, off + 5);
+		if ((stream & 0x80000000u) || !ld_h2_frame_valid(type, stream, len))
+			return 0;
+		what = type | (ld_byte(s, off + 4) & LD_H2_FLAG_END_STREAM) << 8;
+		if (type == LD_H2_DATA)
+			what |= (unsigned int)ld_h2_data_class(s, off + 9, len, n) << 16;
+		if (type == LD_H2_DATA || type == LD_H2_HEADERS || type == LD_H2_RST_STREAM)
+			ld_h2_keep(w, what, stream, len);
+		frames++;
+		off += 9 + len;
+		if (k == LD_H2_WALK - 1 && off < total)
+			w->more = 1;
+	}
+	return frames > 0 || w->preface;
+}

@@ -23,11 +23,12 @@
  * meaning, or an enum value that a record carries; then regenerate the golden
  * records trace (tests/unit/golden_records_test.cpp says how) in the same
  * change. */
-#define LD_RECORD_LAYOUT_VERSION 6  /* 2: user-space frames (ld_cpu_frames, ld_ustack, ld_pystack)
+#define LD_RECORD_LAYOUT_VERSION 7  /* 2: user-space frames (ld_cpu_frames, ld_ustack, ld_pystack)
                                      3: ld_sched_agg names the wakers of its short waits
                                      4: CUDA calls (ld_cuda_call)
                                      5: GPU samples from NVML (ld_gpu_sample)
-                                     6: TLS plaintext classes (ld_tls_io) */
+                                     6: TLS plaintext classes (ld_tls_io)
+                                     7: HTTP/2 frames (ld_h2_frames, LD_PC_H2, LD_PC_GRPC_MESSAGE) */
 
 #ifndef __VMLINUX_H__
 #include <stdint.h>
@@ -85,6 +86,7 @@ enum ld_event_type {
 	LD_EV_CUDA = 29,        /* struct ld_cuda_call: CUDA API calls of a thread (launches summed) */
 	LD_EV_GPU_SAMPLE = 30,  /* struct ld_gpu_sample: one GPU's state from NVML (user space) */
 	LD_EV_TLS_IO = 31,      /* struct ld_tls_io: a TLS write or read's plaintext class */
+	LD_EV_H2_FRAMES = 32,   /* struct ld_h2_frames: the HTTP/2 frames of one send or receive */
 	LD_EV_TYPE_MAX
 };
 
@@ -132,6 +134,9 @@ enum ld_payload_class {
 	LD_PC_HTTP_RESPONSE_SSE = 8, /* status line + headers + an SSE data event in one send */
 	LD_PC_SSE_META = 9,      /* a data event without generated content: "choices":[] (usage
 				  * summary) or "delta":{} (finish/role-less chunk): not a token */
+	LD_PC_H2 = 10,           /* HTTP/2 frames (or the client preface); their streams are in the
+				  * ld_h2_frames record that follows */
+	LD_PC_GRPC_MESSAGE = 11, /* an HTTP/2 DATA frame's payload: a gRPC message (length prefix) */
 };
 
 enum ld_sock_dir {
@@ -190,6 +195,39 @@ struct ld_tls_io {
 	ld_u8 cls;           /* enum ld_payload_class of the plaintext's first bytes */
 	ld_u8 sse_events;    /* as ld_sock_io */
 	ld_u8 _pad[3];
+};
+
+/* HTTP/2 (RFC 9113): the frames of one send or receive that carried them,
+ * read from the bytes the sock probe classifies (a prefix of 512 bytes), so
+ * that user space can give each stream its own request and tokens.  Only the
+ * frames that make a stream's timeline are kept (DATA, HEADERS, RST_STREAM);
+ * consecutive DATA frames of one stream share an entry. */
+#define LD_H2_MAX_FRAMES 8
+#define LD_H2_DATA 0
+#define LD_H2_HEADERS 1
+#define LD_H2_RST_STREAM 3
+#define LD_H2_FLAG_END_STREAM 0x1
+
+struct ld_h2_frame {
+	ld_u32 stream_id;
+	ld_u32 len;          /* payload bytes (of all DATA frames of the entry) */
+	ld_u8 type;          /* LD_H2_DATA / LD_H2_HEADERS / LD_H2_RST_STREAM */
+	ld_u8 flags;         /* the frames' flags, or-ed (LD_H2_FLAG_END_STREAM) */
+	ld_u8 cls;           /* DATA: the first payload's class (LD_PC_GRPC_MESSAGE, LD_PC_SSE_*,
+	                      * LD_PC_OTHER when unknown or not seen); 0 otherwise */
+	ld_u8 messages;      /* DATA: gRPC messages or SSE events starting in it */
+};
+
+struct ld_h2_frames {
+	struct ld_hdr hdr;   /* the ts and thread of the ld_sock_io it details */
+	ld_u64 sock_id;
+	ld_u8 dir;           /* enum ld_sock_dir */
+	ld_u8 count;         /* entries in f[] */
+	ld_u8 more;          /* 1: frames past the bytes read or past f[] were not seen */
+	ld_u8 preface;       /* 1: began with the client's connection preface */
+	ld_u16 rport;        /* as ld_sock_io */
+	ld_u16 lport;        /* as ld_sock_io */
+	struct ld_h2_frame f[LD_H2_MAX_FRAMES];
 };
 
 struct ld_sock_close {
@@ -735,6 +773,11 @@ LD_AT(ld_sock_io, reserved, 32); LD_AT(ld_sock_io, ret, 40); LD_AT(ld_sock_io, f
 LD_AT(ld_sock_io, lport, 52); LD_AT(ld_sock_io, rport, 54); LD_AT(ld_sock_io, family, 56);
 LD_AT(ld_sock_io, dir, 58); LD_AT(ld_sock_io, syscall, 59); LD_AT(ld_sock_io, cls, 60);
 LD_AT(ld_sock_io, sse_events, 61);
+LD_SIZE(ld_h2_frame, 12); LD_AT(ld_h2_frame, len, 4); LD_AT(ld_h2_frame, type, 8);
+LD_AT(ld_h2_frame, messages, 11);
+LD_SIZE(ld_h2_frames, 136); LD_AT(ld_h2_frames, sock_id, 24); LD_AT(ld_h2_frames, dir, 32);
+LD_AT(ld_h2_frames, count, 33); LD_AT(ld_h2_frames, rport, 36); LD_AT(ld_h2_frames, lport, 38);
+LD_AT(ld_h2_frames, f, 40);
 LD_SIZE(ld_sock_close, 40); LD_AT(ld_sock_close, hdr, 0); LD_AT(ld_sock_close, sock_id, 24);
 LD_AT(ld_sock_close, fd, 32);
 LD_SIZE(ld_task_exit, 32); LD_AT(ld_task_exit, hdr, 0); LD_AT(ld_task_exit, exit_code, 24);

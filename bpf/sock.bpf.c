@@ -38,7 +38,9 @@ char LICENSE[] SEC("license") = "GPL";
 #define LD_AF_INET 2
 #define LD_AF_INET6 10
 #define LD_EAGAIN 11
-#define LD_MAX_IOV 4
+/* gRPC C-core writes a frame header, each header field and each message as
+ * iovecs of their own: a stream's first token is ~11 of them. */
+#define LD_MAX_IOV 16
 
 /* Set by user space before load. */
 const volatile __u64 ld_sock_id_key = 0; /* hides kernel addresses in sock_id */
@@ -65,6 +67,7 @@ struct ld_sock_call {
 struct ld_sock_cpu {
 	struct ld_sock_call call;
 	struct ld_scratch s;
+	struct ld_h2_seen h2;
 };
 
 struct {
@@ -200,7 +203,8 @@ static __always_inline __u32 ld_gather(struct ld_scratch *s, const struct ld_soc
 		return take;
 	}
 	/* writev/sendmsg: Rust servers write [size line, event, "\r\n"] as
-	 * separate iovecs, so classify the gathered prefix, not iov[0]. */
+	 * separate iovecs, gRPC a frame in several, so classify the gathered
+	 * prefix, not iov[0]. */
 	for (int i = 0; i < LD_MAX_IOV; i++) {
 		struct iovec iov;
 
@@ -220,13 +224,34 @@ static __always_inline __u32 ld_gather(struct ld_scratch *s, const struct ld_soc
 	return off;
 }
 
+/* The HTTP/2 frames the walk found in this CPU's slot, stamped as the
+ * ld_sock_io record they detail. */
+static __always_inline void ld_h2_record(struct ld_sock_cpu *cpu, __u64 ts)
+{
+	struct ld_h2_frames *e = ld_reserve(LD_PROBE_SOCK, LD_EV_H2_FRAMES, sizeof(*e));
+
+	if (!e)
+		return;
+	e->hdr.ts_ns = ts;
+	e->sock_id = cpu->call.sock_id;
+	e->dir = cpu->call.dir;
+	e->count = cpu->h2.count;
+	e->more = cpu->h2.more;
+	e->preface = cpu->h2.preface;
+	e->rport = cpu->call.rport;
+	e->lport = cpu->call.lport;
+	__builtin_memcpy(e->f, cpu->h2.f, sizeof(e->f));
+	ld_commit(LD_PROBE_SOCK, e);
+}
+
 /* Classifies the call in this CPU's slot, its socket known, and records it. */
 static __always_inline int ld_sock_record(struct ld_sock_cpu *cpu, long ret)
 {
 	struct ld_sock_call *in = &cpu->call;
 	struct ld_sock_io *e;
-	__u64 avail;
+	__u64 avail, ts;
 	__u32 n;
+	int h2;
 
 	/* Received bytes exist only up to ret; a failed send still has its buffer. */
 	avail = ret > 0 ? (__u64)ret : (in->dir == LD_DIR_SEND ? in->len : 0);
@@ -247,9 +272,15 @@ static __always_inline int ld_sock_record(struct ld_sock_cpu *cpu, long ret)
 	e->dir = in->dir;
 	e->syscall = in->syscall;
 	e->cls = ld_classify(&cpu->s, n);
+	if (e->cls == LD_PC_OTHER && ret > 0 && ld_h2_walk(&cpu->s, n, (__u64)ret, &cpu->h2))
+		e->cls = LD_PC_H2;
 	e->sse_events = (e->cls == LD_PC_SSE_DATA || e->cls == LD_PC_HTTP_RESPONSE_SSE) ? 1 : 0;
 	e->_pad = 0;
+	ts = e->hdr.ts_ns;
+	h2 = e->cls == LD_PC_H2 && (cpu->h2.count || cpu->h2.preface);
 	ld_commit(LD_PROBE_SOCK, e);
+	if (h2)
+		ld_h2_record(cpu, ts);
 	return 0;
 }
 

@@ -30,7 +30,7 @@ bash scripts/html_check.sh  # the HTML report in headless Chromium (installs chr
 if [ -f build/scenarios/LockHeldByAMetricsThread.ldtrace ]; then
   bash scripts/html_check.sh build/scenarios/LockHeldByAMetricsThread.ldtrace build/html-check/scenario.png
 fi
-bash scripts/fuzz.sh "${LD_FUZZ_SECONDS:-30}"  # per target; six targets
+bash scripts/fuzz.sh "${LD_FUZZ_SECONDS:-30}"  # per target; eight targets
 bash scripts/kernel_matrix.sh "${kernels[@]}"
 # No BPF program of ours may outlive the tests.
 if command -v bpftool >/dev/null && bpftool prog list 2>/dev/null | grep -q "name ld_"; then

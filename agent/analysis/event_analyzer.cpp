@@ -47,6 +47,10 @@ void EventAnalyzer::on_record(const ld_hdr& rec, size_t size) {
       if (auto* io = record_as<ld_sock_io>(rec, size)) tls_.on_sock(*io);
       else malformed_++;
       break;
+    case LD_EV_H2_FRAMES:
+      if (auto* h2 = record_as<ld_h2_frames>(rec, size)) sockets_.add(*h2);
+      else malformed_++;
+      break;
     case LD_EV_TLS_IO:
       if (auto* tls = record_as<ld_tls_io>(rec, size)) tls_.on_tls(*tls);
       else malformed_++;
@@ -105,6 +109,11 @@ model::Report EventAnalyzer::finish(const trace::TraceMeta& meta, const std::str
 
   tls_.finish();
   Timeline timeline = sockets_.finish();
+  if (timeline.h2_unseen_frames)
+    warnings.push_back(
+        fmt::format("{} HTTP/2 send(s) or receive(s) held frames past the first 512 bytes, which the kernel "
+                    "reads: tokens in those frames are missing",
+                    timeline.h2_unseen_frames));
   Timeline server_timeline;  // kept when a token log replaces it: attribution maps onto it
   bool from_log = false;
   std::string used_source = token_source;

@@ -1,15 +1,16 @@
 // The first tokens and gaps of the live views (top, attach --live) as the records are read,
 // from the socket records alone (and the tls probe's, given to their ciphertext as the report
 // gives them: TlsJoin).
-// A deliberately small model of the timeline: per socket, the last request line received and
-// the last token sent; no reordering across CPUs (records may come a few ms late, so a gap can
+// A deliberately small model of the timeline: per socket (per HTTP/2 stream), the last request
+// received and the last token sent; no reordering across CPUs (records may come a few ms late, so a gap can
 // be off by that much; the report's numbers are the exact ones).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
-#include <unordered_map>
+#include <utility>
 
 #include "analysis/tls_join.hpp"
 
@@ -44,6 +45,9 @@ class LiveWatch {
  private:
   // A socket record as the join passes it on; a token's sample into sample_.
   void on_io(const ld_sock_io& io);
+  // The streams of an HTTP/2 send or receive; of several tokens in one send, the longest wait.
+  void on_h2(const ld_h2_frames& h2);
+  void on_token(uint64_t sock_id, uint32_t stream, const ld_hdr& hdr, uint16_t port);
 
   struct Stream {
     uint64_t request_ns = 0;  // request line received, no token yet
@@ -52,8 +56,9 @@ class LiveWatch {
   };
   double ttft_limit_ms_;
   double gap_limit_ms_;
-  std::unordered_map<uint64_t, Stream> streams_;  // by socket id
-  std::optional<LiveSample> sample_;              // what the record being observed ended
+  using StreamKey = std::pair<uint64_t, uint32_t>;  // socket id, HTTP/2 stream (0 for HTTP/1)
+  std::map<StreamKey, Stream> streams_;
+  std::optional<LiveSample> sample_;  // what the record being observed ended
   TlsJoin tls_{[this](const ld_sock_io& io) { on_io(io); }};
 };
 

@@ -9,12 +9,14 @@
 #include <unordered_map>
 #include <utility>
 
+#include "analysis/timeline_segments.hpp"
 #include "events.h"
 #include "util/big_vector.hpp"
 
 namespace ld::analysis {
 
 using namespace model;
+using namespace timeline_detail;
 
 std::string io_syscall_name(unsigned syscall) {
   switch (syscall) {
@@ -32,75 +34,14 @@ std::string io_syscall_name(unsigned syscall) {
 
 namespace {
 
-// One buffered event, reduced to what the state machine reads (32 bytes instead of 64: a long
-// trace holds millions of these until finish()).
-enum class ItemKind : uint8_t { kIo, kClose, kProcessExit };
-
-struct Item {
-  uint64_t ts = 0;
-  int64_t ret = 0;
-  uint32_t tid = 0;
-  ItemKind kind = ItemKind::kIo;
-  uint8_t dir = 0;
-  uint8_t syscall = 0;
-  uint8_t cls = 0;
-  uint8_t sse_events = 0;
-  uint16_t rport = 0;  // the peer's port: on a served connection, the client's
-};
-static_assert(sizeof(Item) == 32, "Item is buffered by the million: keep it 32 bytes");
-
-using SocketKey = std::pair<uint32_t, uint64_t>;  // (tgid, sock_id)
-
-// A final usage event (llama.cpp, vLLM with include_usage) is LD_PC_SSE_META when the kernel's
-// classifier recognises it ("choices":[] within the bytes it reads), and then is not a token.
-// Known limitation: when it is not recognised (a longer prefix, another JSON layout) it is
-// classified LD_PC_SSE_DATA and counts as one more token: one short TPOT gap at the end of each
-// response, and the response's token count is one too high.
-bool is_token_class(uint8_t cls) { return cls == LD_PC_SSE_DATA || cls == LD_PC_HTTP_RESPONSE_SSE; }
-bool is_status_line_class(uint8_t cls) { return cls == LD_PC_HTTP_RESPONSE || cls == LD_PC_HTTP_RESPONSE_SSE; }
-bool is_end_marker_class(uint8_t cls) { return cls == LD_PC_SSE_DONE || cls == LD_PC_CHUNK_END; }
-
-// Why a request or a connection stopped being followed.
-enum class EndReason {
-  kNextResponse,  // a later request on the same connection took over (keep-alive)
-  kClose,         // the target closed the socket
-  kPeerEof,       // the peer closed (recv returned 0)
-  kProcessExit,   // the target process exited
-  kTraceEnd,      // the trace ended first
-};
-
-// A connection is a run of events on one socket between closes: what one accept() served.
-struct Segment {
-  uint32_t tgid = 0;
-  uint64_t sock_id = 0;
-  uint64_t first_ts = 0;
-  std::vector<Item> ios;  // kIo items with ret > 0, in time order
-  EndReason end = EndReason::kTraceEnd;
-};
-
-struct Numbered {
-  uint64_t n = 0;  // n-th request on its connection, from 1
-  Request request;
-};
-
-struct SegmentResult {
-  uint32_t tgid = 0;
-  uint64_t sock_id = 0;
-  uint64_t first_ts = 0;
-  bool served = false;
-  bool client = false;
-  std::vector<Numbered> requests;
-  uint64_t non_streaming = 0;
-  uint64_t partial = 0;
-  uint64_t in_flight = 0;
-  uint64_t multi_event_sends = 0;
-  std::array<uint64_t, 256> send_syscalls{};  // by ld_sock_io.syscall: named once, at the end
-};
-
 // The target is the HTTP client on this connection: it sends request lines or receives status
 // lines. Such connections (a proxy's upstream, a health checker) are not measured.
 bool is_client_segment(const Segment& seg) {
   for (const Item& ev : seg.ios) {
+    if (ev.kind == ItemKind::kH2Frame) {
+      if (ev.dir == LD_DIR_SEND && ev.syscall == kH2Preface) return true;
+      continue;
+    }
     if (ev.dir == LD_DIR_SEND && ev.cls == LD_PC_HTTP_REQUEST) return true;
     if (ev.dir == LD_DIR_RECV && is_status_line_class(ev.cls)) return true;
   }
@@ -286,6 +227,7 @@ SegmentResult run_segment(const Segment& seg) {
     r.client = true;
     return r;
   }
+  if (is_h2_segment(seg)) return run_h2_segment(seg);
   ConnectionMachine machine(seg);
   for (const Item& ev : seg.ios) machine.on_event(ev);
   return machine.finish(seg.end);
@@ -314,6 +256,10 @@ std::vector<Segment> split_segments(const SocketKey& key, const util::BigVector<
     switch (ev.kind) {
       case ItemKind::kClose: end_with(EndReason::kClose); break;
       case ItemKind::kProcessExit: end_with(EndReason::kProcessExit); break;
+      case ItemKind::kH2Frame:
+        begin_if_needed(ev.ts);
+        current.ios.push_back(ev);
+        break;
       case ItemKind::kIo:
         if (ev.dir == LD_DIR_RECV && ev.ret == 0) {
           end_with(EndReason::kPeerEof);
@@ -364,6 +310,7 @@ struct SocketTimelineBuilder::Impl {
   };
   std::unordered_map<SocketKey, util::BigVector<Item>*, KeyHash> index;  // into `sockets`
   uint64_t unclassified_dropped = 0;
+  uint64_t h2_unseen_frames = 0;                            // HTTP/2 sends or receives with frames past the bytes read
   std::map<uint32_t, std::vector<uint64_t>> process_exits;  // tgid -> exit times
   bool finished = false;
 };
@@ -395,6 +342,37 @@ void SocketTimelineBuilder::add(const ld_sock_io& ev) {
     found = impl_->index.emplace(key, items).first;
   }
   found->second->push_back(item);
+}
+
+void SocketTimelineBuilder::add(const ld_h2_frames& ev) {
+  const SocketKey key{ev.hdr.tgid, ev.sock_id};
+  auto found = impl_->index.find(key);
+  if (found == impl_->index.end()) {
+    auto* items = &impl_->sockets.emplace(key, util::BigVector<Item>{}).first->second;
+    found = impl_->index.emplace(key, items).first;
+  }
+  if (ev.more) impl_->h2_unseen_frames++;
+  auto item_of = [&](uint8_t type) {
+    Item item;
+    item.ts = ev.hdr.ts_ns;
+    item.tid = ev.hdr.tid;
+    item.kind = ItemKind::kH2Frame;
+    item.dir = ev.dir;
+    item.syscall = type;
+    item.rport = ev.rport;
+    return item;
+  };
+  if (ev.preface) found->second->push_back(item_of(kH2Preface));
+  const unsigned count = std::min<unsigned>(ev.count, LD_H2_MAX_FRAMES);
+  for (unsigned i = 0; i < count; ++i) {
+    const ld_h2_frame& f = ev.f[i];
+    Item item = item_of(f.type);
+    item.ret = f.stream_id;
+    item.cls = f.cls;
+    item.sse_events = f.messages;
+    item.h2 = static_cast<uint32_t>(f.flags) << 24 | std::min<uint32_t>(f.len, 0xFFFFFF);
+    found->second->push_back(item);
+  }
 }
 
 void SocketTimelineBuilder::add(const ld_sock_close& ev) {
@@ -446,6 +424,7 @@ Timeline SocketTimelineBuilder::finish() {
 
   assign_request_ids(served);
   timeline.connections = served.size();
+  timeline.h2_unseen_frames = impl_->h2_unseen_frames;
   for (SegmentResult& r : served) {
     timeline.non_streaming_requests += r.non_streaming;
     timeline.partial_requests += r.partial;

@@ -13,6 +13,7 @@
 #include "model/timeline.hpp"
 
 struct ld_sock_io;
+struct ld_h2_frames;
 struct ld_sock_close;
 struct ld_task_exit;
 
@@ -31,11 +32,17 @@ namespace ld::analysis {
 //    A close by the target counts as a complete response; the peer's EOF (recv returning 0)
 //    and the process exiting leave a response without an end marker incomplete;
 //  - a close (or EOF) ends the connection: a reused socket id starts a new connection.
+// HTTP/2 connections (sends and receives classified LD_PC_H2, their frames in ld_h2_frames) are
+// multiplexed: each stream is a request. It starts at the receive of its HEADERS, its tokens are
+// sent DATA frames that carry gRPC messages or SSE data events, and it ends at END_STREAM (on
+// DATA or trailing HEADERS) or a RST_STREAM either way. The target is the client on a connection
+// where it sent the preface or opened a stream itself.
 // Events may come in any order within a small reordering window (per-CPU ring buffer records
 // can interleave); the builder buffers everything and sorts by ts_ns per socket in finish().
 class SocketTimelineBuilder {
  public:
   void add(const ld_sock_io& ev);
+  void add(const ld_h2_frames& ev);
   void add(const ld_sock_close& ev);
   void add(const ld_task_exit& ev);
   model::Timeline finish();  // call once

@@ -394,6 +394,14 @@ void setup_handle(CURL* c, const RequestPlan& plan, const std::string& body, cha
   curl.easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
   if (plan.opts->compressed) curl.easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");  // every encoding it decodes
   if (!plan.opts->cacert.empty()) curl.easy_setopt(c, CURLOPT_CAINFO, plan.opts->cacert.c_str());
+  if (plan.opts->http2) {
+    const bool tls = plan.opts->url.rfind("https:", 0) == 0;
+    curl.easy_setopt(c, CURLOPT_HTTP_VERSION,
+                     static_cast<long>(tls ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE));
+    // Debian 12's libcurl (7.88) fails the second request of an easy handle on a kept HTTP/2
+    // connection ("Error in the HTTP2 framing layer", seen against hypercorn): a connection each.
+    curl.easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
+  }
   // An http_proxy in the environment must not turn a loopback benchmark into remote traffic.
   if (plan.loopback) curl.easy_setopt(c, CURLOPT_NOPROXY, "*");
 }

@@ -37,6 +37,9 @@ struct BenchOptions {
   // A CA certificate (PEM) to verify an https:// server with, instead of the system bundle: a server
   // with a self-signed certificate, as a staging host often has. Verification stays on.
   std::string cacert;
+  // Speak HTTP/2: with prior knowledge (h2c) to an http:// URL, by ALPN to an https:// one, as
+  // gRPC-era clients and browsers do. Each concurrent client keeps its own connection.
+  bool http2 = false;
 };
 
 struct BenchRequestResult {

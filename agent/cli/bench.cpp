@@ -59,6 +59,9 @@ void register_bench(CLI::App& app, int& exit_code) {
                   "Verify an https:// server with this CA certificate (PEM) instead of the system's: a "
                   "self-signed server certificate is its own CA")
       ->check(CLI::ExistingFile);
+  sub->add_flag("--http2", opts->http2,
+                "Speak HTTP/2: h2c with prior knowledge to http://, negotiated by ALPN with https:// (the "
+                "server must speak it: hypercorn, Envoy, Node's http2...)");
   sub->add_flag("-q,--quiet", *quiet, "No progress on stderr");
   sub->callback(
       [opts, quiet, &exit_code] { exit_code = run_command("bench", [&] { return run_bench_cmd(*opts, *quiet); }); });

@@ -40,6 +40,8 @@ struct Timeline {
   uint64_t client_connections = 0;                // connections where the target was the HTTP client (ignored)
   uint64_t multi_event_sends = 0;                 // token sends that carried more than one SSE "data:" event
                                                   // (still counted as one token: the times are not separable)
+  uint64_t h2_unseen_frames = 0;                  // HTTP/2 sends/receives with frames past the bytes the kernel
+                                                  // reads (512): their tokens may be missing
   std::map<std::string, uint64_t> send_syscalls;  // "write" -> count of token sends (diagnostics)
 };
 

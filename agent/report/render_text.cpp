@@ -50,7 +50,7 @@ std::string header_section(const Report& r) {
   const std::string start = r.start_unix_ns == 0 ? "start unknown" : utc_time(r.start_unix_ns);
   out += kIndent + "window   " + start + ", " + duration_text(r.duration_ms) + "\n";
   const std::string source = is_token_log(r) ? "token log " + printable(r.token_source.substr(6))
-                                             : "SSE data events in the target's socket sends";
+                                             : "SSE data events or gRPC messages in the target's socket sends";
   out += kIndent + "tokens   " + source + "\n";
   return out;
 }

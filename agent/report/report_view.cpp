@@ -456,8 +456,9 @@ std::vector<EnvRow> environment_rows(const Report& r) {
   }
   rows.push_back({"trace window", (r.start_unix_ns ? utc_time(r.start_unix_ns) : std::string("start unknown")) +
                                       fmt::format(", {:.1f} s", util::ms_to_s(r.duration_ms))});
-  rows.push_back(
-      {"token times from", r.token_source == "sse" ? "SSE data events in the target's socket sends" : r.token_source});
+  rows.push_back({"token times from", r.token_source == "sse"
+                                          ? "SSE data events or gRPC messages in the target's socket sends"
+                                          : r.token_source});
   rows.push_back({"probes", probes_text(r)});
   rows.push_back({"lost events", std::to_string(lost_events(r))});
   flatten(r.window_facts, "during the window", rows);

@@ -297,6 +297,46 @@ TEST(ClientJoinRoot, NginxThatGzipsTheStream) {
 }
 
 // A server that terminates TLS itself (uvicorn with a certificate, Python's ssl on OpenSSL 3):
+namespace {
+
+// The port a test target printed as "listening on 127.0.0.1:PORT".
+std::string listening_port(const Child& server) {
+  std::smatch m;
+  const std::string out = server.out();
+  return std::regex_search(out, m, std::regex(R"(listening on 127\.0\.0\.1:(\d+))")) ? m[1].str() : "";
+}
+
+// HTTP/2 streams joined to a client's token log: every request and token found, the token gaps'
+// medians within 2 ms, and per request the client's TTFT less the server's under 5 ms at the
+// median (a stream given another stream's HEADERS or messages is off by a token, 20 ms, or more).
+// What lies outside the server is the client's: measured 0.2-2.2 ms before the server's read (bench
+// --http2 opens a connection per request: connect, accept, the preface) and 0.04-3.1 ms after its
+// send (the Python gRPC client's wake-up on two CPUs shared with the server and the agent).
+void expect_streams_match_the_client(const json& report, int requests, int tokens, const std::string& what) {
+  EXPECT_EQ(report["summary"]["requests"], requests) << report["summary"].dump(1);
+  EXPECT_EQ(report["summary"]["tokens"], requests * tokens) << report["summary"].dump(1);
+  const json& c = report.value("client_join", json::object());
+  ASSERT_FALSE(c.empty()) << report.dump(1).substr(0, 4000);
+  EXPECT_EQ(c["matched"], requests) << c.dump(1).substr(0, 3000);
+  std::cout << "[ " << what << " ] client TTFT p50 " << p50(c, "client_ttft_ms") << " ms, server "
+            << p50(c, "server_ttft_ms") << " ms, outside p50 " << p50(c, "outside_ttft_ms")
+            << " ms (before the server's read " << p50(c, "before_server_ms") << " ms, after its send "
+            << p50(c, "after_server_ms") << " ms); client gap p50 " << p50(c, "client_gap_ms") << " ms, server "
+            << p50(c, "server_gap_ms") << " ms\n";
+  EXPECT_LT(p50(c, "outside_ttft_ms"), 5.0) << c.dump(1).substr(0, 3000);
+  EXPECT_LT(p50(c, "before_server_ms"), 4.0) << c.dump(1).substr(0, 3000);
+  EXPECT_GE(p50(c, "outside_ttft_ms"), 0.0);
+  EXPECT_LT(std::fabs(p50(c, "client_gap_ms") - p50(c, "server_gap_ms")), 2.0) << c.dump(1).substr(0, 3000);
+}
+
+// Attaches to `pid` with --client LOG while bench drives `o`, writing LOG: the joined report.
+json bench_joined(int pid, ld::bench::BenchOptions o, const std::string& log) {
+  o.tokens_out = log;
+  return run_and_report(pid, "60s", [&] { EXPECT_EQ(ld::bench::run_bench(o).failed, 0); }, {"--client", log});
+}
+
+}  // namespace
+
 // the sock probe sees only ciphertext, the tls probe the plaintext's classes; joined, the
 // server's requests and tokens must be the client's: the token gaps' medians within 2 ms, and
 // per request the client's TTFT within 3 ms of the server's at the median.
@@ -314,24 +354,16 @@ TEST(ClientJoinRoot, UvicornServingTlsShowsItsTokens) {
   Child server({"/usr/bin/python3", std::string(LD_SOURCE_DIR) + "/tests/target/fastapi_engine_server.py", "--port",
                 "0", "--token-ms", "20", "--tokens", "15", "--ssl-certfile", cert, "--ssl-keyfile", key});
   ASSERT_TRUE(server.wait_for_output("listening on", 20s)) << server.err();
-  std::smatch m;
-  const std::string out = server.out();
-  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(listening on 127\.0\.0\.1:(\d+))"))) << out;
-  const std::string url = fmt::format("https://127.0.0.1:{}/v1/completions", m[1].str());
-  const std::string log = (dir.path / "client.jsonl").string();
+  const std::string port = listening_port(server);
+  ASSERT_FALSE(port.empty()) << server.out();
   constexpr int kRequests = 6;
-  const json report = run_and_report(server.pid(), "60s",
-                                     [&] {
-                                       ld::bench::BenchOptions o;
-                                       o.url = url;
-                                       o.cacert = cert;
-                                       o.requests = kRequests;
-                                       o.concurrency = 1;
-                                       o.max_tokens = 15;
-                                       o.tokens_out = log;
-                                       EXPECT_EQ(ld::bench::run_bench(o).failed, 0);
-                                     },
-                                     {"--client", log});
+  ld::bench::BenchOptions o;
+  o.url = fmt::format("https://127.0.0.1:{}/v1/completions", port);
+  o.cacert = cert;
+  o.requests = kRequests;
+  o.concurrency = 1;
+  o.max_tokens = 15;
+  const json report = bench_joined(server.pid(), o, (dir.path / "client.jsonl").string());
   const json tls = [&] {
     for (const auto& p : report.value("probes", json::array()))
       if (p.value("name", "") == "tls") return p;
@@ -353,9 +385,53 @@ TEST(ClientJoinRoot, UvicornServingTlsShowsItsTokens) {
   // request or token given to the wrong ciphertext is off by a token (20 ms); the rest is the
   // client's own wake-up on CPUs it shares with the server and the agent (0.2-1.5 ms after the
   // server's send here, as for the same server without TLS).
-  EXPECT_LT(p50(c, "outside_ttft_ms"), 3.0) << c.dump(1).substr(0, 3000);
-  EXPECT_LT(p50(c, "before_server_ms"), 2.0) << c.dump(1).substr(0, 3000);
+  EXPECT_LT(p50(c, "outside_ttft_ms"), 5.0) << c.dump(1).substr(0, 3000);
+  EXPECT_LT(p50(c, "before_server_ms"), 4.0) << c.dump(1).substr(0, 3000);
   EXPECT_GE(p50(c, "outside_ttft_ms"), 0.0);
   EXPECT_LT(std::fabs(p50(c, "client_ttft_ms") - p50(c, "server_ttft_ms")), 5.0) << c.dump(1).substr(0, 3000);
   EXPECT_LT(std::fabs(p50(c, "client_gap_ms") - p50(c, "server_gap_ms")), 2.0) << c.dump(1).substr(0, 3000);
+}
+
+// gRPC server-streaming (python3-grpcio: gRPC C-core, h2c): the streams of one channel, two at
+// a time, are the requests; each message a token.
+TEST(ClientJoinRoot, GrpcServerStreamingShowsItsTokens) {
+  REQUIRE_BPF();
+  if (system("/usr/bin/python3 -c 'import grpc' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "Debian's python3-grpcio is not installed (scripts/setup.sh installs it)";
+  const std::string target = std::string(LD_SOURCE_DIR) + "/tests/target/";
+  Child server({"/usr/bin/python3", target + "grpc_stream_server.py", "--port", "0", "--token-ms", "20"});
+  ASSERT_TRUE(server.wait_for_output("listening on", 20s)) << server.err();
+  const std::string port = listening_port(server);
+  ld::test::agent::Dir dir("grpc");
+  const std::string log = (dir.path / "client.jsonl").string();
+  constexpr int kRequests = 6, kTokens = 15;
+  const json report = run_and_report(server.pid(), "60s",
+                                     [&] {
+                                       Child client({"/usr/bin/python3", target + "grpc_stream_client.py", "--port",
+                                                     port, "--requests", std::to_string(kRequests), "--concurrency",
+                                                     "2", "--tokens", std::to_string(kTokens), "--log", log});
+                                       EXPECT_EQ(client.wait(60s).value_or(-1), 0) << client.err();
+                                     },
+                                     {"--client", log});
+  expect_streams_match_the_client(report, kRequests, kTokens, "grpc");
+}
+
+// SSE over HTTP/2 (FastAPI on hypercorn, h2c with prior knowledge; bench --http2).
+TEST(ClientJoinRoot, HypercornHttp2SseShowsItsTokens) {
+  REQUIRE_BPF();
+  if (system("/usr/bin/python3 -c 'import fastapi, hypercorn' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "Debian's python3-fastapi and python3-hypercorn are not installed (scripts/setup.sh installs them)";
+  Child server({"/usr/bin/python3", std::string(LD_SOURCE_DIR) + "/tests/target/fastapi_engine_server.py", "--port",
+                "0", "--token-ms", "20", "--tokens", "15", "--server", "hypercorn"});
+  ASSERT_TRUE(server.wait_for_output("listening on", 20s)) << server.err();
+  ld::test::agent::Dir dir("h2sse");
+  constexpr int kRequests = 6;
+  ld::bench::BenchOptions o;
+  o.url = fmt::format("http://127.0.0.1:{}/v1/completions", listening_port(server));
+  o.http2 = true;
+  o.requests = kRequests;
+  o.concurrency = 2;
+  o.max_tokens = 15;
+  const json report = bench_joined(server.pid(), o, (dir.path / "client.jsonl").string());
+  expect_streams_match_the_client(report, kRequests, 15, "h2 sse");
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """An SSE completion server shaped like the API layer of vLLM and SGLang, on the real stack:
-FastAPI + uvicorn (Debian's python3-fastapi, python3-uvicorn).
+FastAPI + uvicorn (Debian's python3-fastapi, python3-uvicorn), or FastAPI + hypercorn with
+`--server hypercorn` (python3-hypercorn: HTTP/1.1 and HTTP/2, h2c with prior knowledge on a plain
+port, h2 by ALPN with --ssl-*).
 
 Each request gets an engine thread that makes its tokens with native work that releases the GIL
 (hashlib over a buffer: CPython drops the GIL for large inputs) and hands each token to the event
@@ -125,6 +127,20 @@ async def health():
     return {"ok": True}
 
 
+def serve_hypercorn(sock):
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
+
+    sock.listen(128)
+    config = Config()
+    config.bind = [f"fd://{sock.fileno()}"]
+    config.accesslog = None
+    config.loglevel = "WARNING"
+    if ARGS.ssl_certfile:
+        config.certfile, config.keyfile = ARGS.ssl_certfile, ARGS.ssl_keyfile
+    asyncio.run(serve(app, config))
+
+
 def main():
     global ARGS
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -146,6 +162,8 @@ def main():
     p.add_argument("--gil-hog-period-ms", type=float, default=1500)
     p.add_argument("--ssl-certfile", help="serve HTTPS with this certificate (PEM), as uvicorn's flag")
     p.add_argument("--ssl-keyfile", help="the certificate's key (PEM)")
+    p.add_argument("--server", choices=("uvicorn", "hypercorn"), default="uvicorn",
+                   help="the ASGI server: hypercorn also speaks HTTP/2")
     ARGS = p.parse_args()
     calibrate()
     global LOG_BUFFER
@@ -160,6 +178,8 @@ def main():
     sock.bind(("127.0.0.1", ARGS.port))
     port = sock.getsockname()[1]
     print(f"listening on 127.0.0.1:{port}", flush=True)
+    if ARGS.server == "hypercorn":
+        return serve_hypercorn(sock)
     config = uvicorn.Config(app, log_level="warning", access_log=False, ssl_certfile=ARGS.ssl_certfile,
                             ssl_keyfile=ARGS.ssl_keyfile)
     server = uvicorn.Server(config)

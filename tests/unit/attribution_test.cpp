@@ -784,6 +784,41 @@ TEST(LiveWatch, SeesTokensOfATlsStream) {
   EXPECT_TRUE(live.slow(*gap));
 }
 
+// HTTP/2 (gRPC): two streams of one connection, their tokens in shared sends; each stream keeps
+// its own first token and gaps, and a send of several streams' tokens reports the longest wait.
+TEST(LiveWatch, SeesTheStreamsOfAnHttp2Connection) {
+  ld::analysis::LiveWatch live(800, 150);
+  auto h2 = [](uint64_t ts, uint8_t dir, std::vector<ld_h2_frame> frames) {
+    auto r = record<ld_h2_frames>(LD_EV_H2_FRAMES, 100, 101, ts);
+    r.sock_id = 11;
+    r.dir = dir;
+    r.lport = 50051;
+    for (const auto& f : frames) r.f[r.count++] = f;
+    return r;
+  };
+  auto headers = [](uint32_t s) { return ld_h2_frame{s, 60, LD_H2_HEADERS, 0, 0, 0}; };
+  auto message = [](uint32_t s, uint8_t flags = 0) {
+    return ld_h2_frame{s, 30, LD_H2_DATA, flags, LD_PC_GRPC_MESSAGE, 1};
+  };
+  auto feed = [&](const auto& r) { return live.observe(r.hdr, sizeof(r)); };
+  EXPECT_FALSE(feed(h2(100 * kMs, LD_DIR_RECV, {headers(1)})));
+  EXPECT_FALSE(feed(h2(300 * kMs, LD_DIR_RECV, {headers(3)})));
+  auto first = feed(h2(1000 * kMs, LD_DIR_SEND, {headers(1), message(1), headers(3), message(3)}));
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(first->first_token);
+  EXPECT_DOUBLE_EQ(first->ms, 900);  // stream 1's wait, the longer
+  EXPECT_EQ(first->port, 50051);
+  auto gap = feed(h2(1040 * kMs, LD_DIR_SEND, {message(3)}));
+  ASSERT_TRUE(gap);
+  EXPECT_FALSE(gap->first_token);
+  EXPECT_DOUBLE_EQ(gap->ms, 40);
+  auto last = feed(h2(1300 * kMs, LD_DIR_SEND, {message(1, LD_H2_FLAG_END_STREAM)}));
+  ASSERT_TRUE(last);
+  EXPECT_DOUBLE_EQ(last->ms, 300);
+  EXPECT_TRUE(live.slow(*last));
+  EXPECT_EQ(live.oldest_open_request_ns(), 300 * kMs);  // stream 1 ended, stream 3 is open
+}
+
 // ---------------------------------------------------------------- CUDA (the cuda probe)
 namespace {
 

@@ -35,7 +35,7 @@ using Bytes = std::vector<uint8_t>;
 const fs::path kFixture = fs::path(LD_TEST_FIXTURES_DIR) / "records" / "all_records.ldtrace";
 
 // A new record type must join the fixture (and this number): every type is covered.
-static_assert(LD_EV_TYPE_MAX == 32, "a record type was added or removed: update golden_records()");
+static_assert(LD_EV_TYPE_MAX == 33, "a record type was added or removed: update golden_records()");
 
 // Every header differs: n is the record's place in the fixture.
 ld_hdr hdr(uint16_t type, size_t size, uint32_t n) {
@@ -414,6 +414,21 @@ ld_tls_io tls_io() {
   return r;
 }
 
+ld_h2_frames h2_frames() {
+  ld_h2_frames r{};
+  r.hdr = hdr(LD_EV_H2_FRAMES, sizeof(r), 28);
+  r.sock_id = 0x1c01;
+  r.dir = LD_DIR_SEND;
+  r.count = 2;
+  r.more = 1;
+  r.preface = 0;
+  r.rport = 0x1c02;
+  r.lport = 0x1c03;
+  r.f[0] = ld_h2_frame{0x1c04, 0x1c05, LD_H2_HEADERS, 0, 0, 0};
+  r.f[1] = ld_h2_frame{0x1c04, 0x1c06, LD_H2_DATA, LD_H2_FLAG_END_STREAM, LD_PC_GRPC_MESSAGE, 3};
+  return r;
+}
+
 // The fixture's records, in file order.
 std::vector<Bytes> golden_records() {
   const std::string frames = kstack_frames();
@@ -446,7 +461,8 @@ std::vector<Bytes> golden_records() {
           bytes_of(pystack(), pf.data(), pf.size() * sizeof(ld_pyframe)),
           bytes_of(cuda_call()),
           bytes_of(gpu_sample()),
-          bytes_of(tls_io())};
+          bytes_of(tls_io()),
+          bytes_of(h2_frames())};
 }
 
 nlohmann::json golden_header() {
@@ -590,6 +606,24 @@ void check(const ld_gpu_sample& got, const ld_gpu_sample& want) {
   FIELD(power_mw);
   FIELD(power_limit_mw);
 }
+void check(const ld_h2_frames& got, const ld_h2_frames& want) {
+  check_hdr(got.hdr, want.hdr);
+  FIELD(sock_id);
+  FIELD(dir);
+  FIELD(count);
+  FIELD(more);
+  FIELD(preface);
+  FIELD(rport);
+  FIELD(lport);
+  for (size_t i = 0; i < LD_H2_MAX_FRAMES; ++i) {
+    EXPECT_EQ(got.f[i].stream_id, want.f[i].stream_id) << i;
+    EXPECT_EQ(got.f[i].len, want.f[i].len) << i;
+    EXPECT_EQ(got.f[i].type, want.f[i].type) << i;
+    EXPECT_EQ(got.f[i].flags, want.f[i].flags) << i;
+    EXPECT_EQ(got.f[i].cls, want.f[i].cls) << i;
+    EXPECT_EQ(got.f[i].messages, want.f[i].messages) << i;
+  }
+}
 void check(const ld_tls_io& got, const ld_tls_io& want) {
   check_hdr(got.hdr, want.hdr);
   FIELD(ssl_id);
@@ -728,8 +762,8 @@ TEST(GoldenRecords, EveryFieldOfEveryRecordTypeReadsBack) {
       << "the fixture holds another record layout: regenerate it together with the bump";
   EXPECT_EQ(summary.header, golden_header());
   EXPECT_EQ(summary.trailer, golden_trailer());
-  EXPECT_EQ(summary.records, 27u);
-  ASSERT_EQ(got.size(), 27u);
+  EXPECT_EQ(summary.records, 28u);
+  ASSERT_EQ(got.size(), 28u);
 
   check_record(got[0], sock_io());
   check_record(got[1], sock_close());
@@ -758,6 +792,7 @@ TEST(GoldenRecords, EveryFieldOfEveryRecordTypeReadsBack) {
   check_record(got[24], cuda_call());
   check_record(got[25], gpu_sample());
   check_record(got[26], tls_io());
+  check_record(got[27], h2_frames());
 
   // The variable parts: the stack's frames, the file's path.
   ASSERT_EQ(got[7].size(), sizeof(ld_kstack) + kKstackDepth * LD_SYM_LEN);
@@ -795,11 +830,11 @@ TEST(GoldenRecords, CoverEveryRecordType) {
   std::set<uint16_t> types;
   for (const Bytes& r : golden_records()) types.insert(as<ld_hdr>(r).type);
   const std::set<uint16_t> every{
-      LD_EV_SOCK_IO,    LD_EV_SOCK_CLOSE,    LD_EV_TASK_EXIT, LD_EV_OFFCPU,     LD_EV_SCHED_AGG,
-      LD_EV_MIGRATE,    LD_EV_CPU_SAMPLE,    LD_EV_KSTACK,    LD_EV_SYSCALL,    LD_EV_FAULTS,
-      LD_EV_BLOCK_RQ,   LD_EV_RECLAIM,       LD_EV_GIL_ADDR,  LD_EV_TCP_STATE,  LD_EV_TCP_RETRANS,
-      LD_EV_NET_SAMPLE, LD_EV_CGROUP_SAMPLE, LD_EV_CPU_FREQ,  LD_EV_GIL_WAIT,   LD_EV_CPU_FRAMES,
-      LD_EV_USTACK,     LD_EV_PYSTACK,       LD_EV_CUDA,      LD_EV_GPU_SAMPLE, LD_EV_TLS_IO};
+      LD_EV_SOCK_IO,    LD_EV_SOCK_CLOSE, LD_EV_TASK_EXIT,   LD_EV_OFFCPU,     LD_EV_SCHED_AGG,     LD_EV_MIGRATE,
+      LD_EV_CPU_SAMPLE, LD_EV_KSTACK,     LD_EV_SYSCALL,     LD_EV_FAULTS,     LD_EV_BLOCK_RQ,      LD_EV_RECLAIM,
+      LD_EV_GIL_ADDR,   LD_EV_TCP_STATE,  LD_EV_TCP_RETRANS, LD_EV_NET_SAMPLE, LD_EV_CGROUP_SAMPLE, LD_EV_CPU_FREQ,
+      LD_EV_GIL_WAIT,   LD_EV_CPU_FRAMES, LD_EV_USTACK,      LD_EV_PYSTACK,    LD_EV_CUDA,          LD_EV_GPU_SAMPLE,
+      LD_EV_TLS_IO,     LD_EV_H2_FRAMES};
   EXPECT_EQ(types, every);
   // Each record says its own size, and the sizes are the layouts' (bpf/events.h's checks).
   for (const Bytes& r : golden_records()) EXPECT_EQ(as<ld_hdr>(r).size, r.size());
@@ -822,7 +857,7 @@ TEST(GoldenRecords, ATraceOfTheLayoutBeforeStillAnalyses) {
   ld::trace::ReadSummary current_summary;
   const std::vector<Bytes> now = read_fixture(&current_summary);
   // The types layout 2 had are its 24 (layout 4 appended ld_cuda_call, 5 ld_gpu_sample, 6
-  // ld_tls_io).
+  // ld_tls_io, 7 ld_h2_frames).
   ASSERT_GE(now.size(), records.size());
   // add() reads the whole record behind the header: pass it in place, not a copy of the header.
   auto in_place = [](const Bytes& r) -> const ld_hdr& { return *reinterpret_cast<const ld_hdr*>(r.data()); };

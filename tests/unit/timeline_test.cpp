@@ -19,7 +19,16 @@ using ld::model::Timeline;
 constexpr uint64_t kMs = 1'000'000;
 constexpr uint32_t kPid = 100;
 
-using Event = std::variant<ld_sock_io, ld_sock_close, ld_task_exit>;
+using Event = std::variant<ld_sock_io, ld_h2_frames, ld_sock_close, ld_task_exit>;
+
+// One HTTP/2 frame entry as the kernel's walk keeps it.
+struct H2 {
+  uint8_t type;
+  uint32_t stream;
+  uint8_t cls = 0;
+  uint8_t flags = 0;
+  uint32_t len = 40;
+};
 
 ld_hdr header(uint16_t type, uint16_t size, uint64_t ts, uint32_t tgid, uint32_t tid) {
   ld_hdr h{};
@@ -45,6 +54,28 @@ class Stream {
                uint8_t sse_events = 0) {
     if (sse_events == 0 && (cls == LD_PC_SSE_DATA || cls == LD_PC_HTTP_RESPONSE_SSE)) sse_events = 1;
     return io(t_ms, sock, LD_DIR_SEND, cls, ret, sc, sse_events);
+  }
+  // An HTTP/2 send or receive: the ld_sock_io record, then its frames.
+  Stream& h2(double t_ms, uint64_t sock, uint8_t dir, std::vector<H2> frames, bool preface = false) {
+    io(t_ms, sock, dir, LD_PC_H2, 100, dir == LD_DIR_SEND ? LD_SC_SENDMSG : LD_SC_RECVMSG);
+    ld_h2_frames ev{};
+    ev.hdr = header(LD_EV_H2_FRAMES, sizeof ev, ns(t_ms), tgid_, tid_);
+    ev.sock_id = sock;
+    ev.dir = dir;
+    ev.preface = preface;
+    ev.rport = 40000;
+    ev.lport = 50051;
+    for (const H2& f : frames) {
+      ld_h2_frame& e = ev.f[ev.count++];
+      e.stream_id = f.stream;
+      e.type = f.type;
+      e.cls = f.cls;
+      e.flags = f.flags;
+      e.len = f.len;
+      e.messages = f.cls == LD_PC_GRPC_MESSAGE || f.cls == LD_PC_SSE_DATA ? 1 : 0;
+    }
+    events_.push_back(ev);
+    return *this;
   }
   Stream& close(double t_ms, uint64_t sock) {
     ld_sock_close ev{};
@@ -524,4 +555,136 @@ TEST(Timeline, RequestsKeepTheClientPortAndTheEventsPerSend) {
   Timeline u = build(one_each);
   ASSERT_EQ(u.requests.size(), 1u);
   EXPECT_TRUE(u.requests[0].token_events.empty());  // one event per send: nothing kept
+}
+
+namespace {
+
+H2 headers(uint32_t stream, uint8_t flags = 0) { return H2{LD_H2_HEADERS, stream, 0, flags, 60}; }
+H2 message(uint32_t stream, uint8_t flags = 0) { return H2{LD_H2_DATA, stream, LD_PC_GRPC_MESSAGE, flags, 33}; }
+H2 trailers(uint32_t stream) { return H2{LD_H2_HEADERS, stream, 0, LD_H2_FLAG_END_STREAM, 20}; }
+
+// A gRPC server-streaming call on an open channel: HEADERS + the request message in, response
+// HEADERS with the first message, more messages, trailers.
+void grpc_call(Stream& s, uint64_t sock, uint32_t stream, double start_ms, double first_ms, int tokens, double gap_ms) {
+  s.h2(start_ms, sock, LD_DIR_RECV,
+       {{LD_H2_HEADERS, stream, 0, 0, 200}, {LD_H2_DATA, stream, LD_PC_GRPC_MESSAGE, 1, 22}});
+  s.h2(first_ms, sock, LD_DIR_SEND, {headers(stream), message(stream)});
+  for (int i = 1; i < tokens; ++i) s.h2(first_ms + i * gap_ms, sock, LD_DIR_SEND, {message(stream)});
+  s.h2(first_ms + (tokens - 1) * gap_ms + 0.1, sock, LD_DIR_SEND, {trailers(stream)});
+}
+
+}  // namespace
+
+// One connection, two streams at once: each stream is its own request, its TTFT from its own
+// HEADERS, its tokens only its own messages.
+TEST(TimelineH2, StreamsOfOneConnectionAreRequests) {
+  Stream s;
+  s.h2(0, 7, LD_DIR_RECV, {}, true);
+  grpc_call(s, 7, 1, 1, 50, 4, 20);
+  grpc_call(s, 7, 3, 10, 80, 3, 20);
+  Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 2u);
+  EXPECT_EQ(t.connections, 1u);
+  const Request& a = t.requests[0];
+  const Request& b = t.requests[1];
+  EXPECT_EQ(a.id, "100:c1#1");
+  EXPECT_EQ(b.id, "100:c1#2");
+  EXPECT_DOUBLE_EQ(a.ttft_ms(), 49.0);
+  EXPECT_DOUBLE_EQ(b.ttft_ms(), 70.0);
+  EXPECT_EQ(a.token_ns.size(), 4u);
+  EXPECT_EQ(b.token_ns.size(), 3u);
+  EXPECT_TRUE(a.complete);
+  EXPECT_TRUE(b.complete);
+  EXPECT_EQ(a.input_bytes, 222u);
+  EXPECT_EQ(a.client_port, 40000);
+  EXPECT_EQ(t.send_syscalls.at("sendmsg"), 7u);
+  for (double g : a.gaps_ms()) EXPECT_DOUBLE_EQ(g, 20.0);
+}
+
+// Several streams' messages in one send are a token of each.
+TEST(TimelineH2, OneSendCarriesTokensOfSeveralStreams) {
+  Stream t;
+  t.h2(0, 7, LD_DIR_RECV, {H2{LD_H2_HEADERS, 1, 0, 0, 200}, H2{LD_H2_HEADERS, 3, 0, 0, 200}});
+  t.h2(30, 7, LD_DIR_SEND, {headers(1), message(1), headers(3), message(3)});
+  t.h2(50, 7, LD_DIR_SEND, {message(1), message(3)});
+  t.h2(70, 7, LD_DIR_SEND, {message(1, LD_H2_FLAG_END_STREAM), message(3, LD_H2_FLAG_END_STREAM)});
+  Timeline tl = build(t);
+  ASSERT_EQ(tl.requests.size(), 2u);
+  for (const Request& r : tl.requests) {
+    EXPECT_EQ(r.token_ns.size(), 3u) << r.id;
+    EXPECT_DOUBLE_EQ(r.ttft_ms(), 30.0);
+    EXPECT_TRUE(r.complete);
+  }
+}
+
+TEST(TimelineH2, AStreamBegunBeforeTheTraceIsPartial) {
+  Stream s;
+  s.h2(0, 7, LD_DIR_SEND, {message(5)}).h2(20, 7, LD_DIR_SEND, {message(5)}).h2(21, 7, LD_DIR_SEND, {trailers(5)});
+  grpc_call(s, 7, 7, 30, 60, 2, 20);
+  Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 1u);
+  EXPECT_EQ(t.partial_requests, 1u);
+  EXPECT_EQ(t.requests[0].token_ns.size(), 2u);
+}
+
+// The target as a gRPC client (a gateway's upstream call): not a served connection.
+TEST(TimelineH2, ClientConnectionsAreIgnored) {
+  Stream preface;
+  preface.h2(0, 7, LD_DIR_SEND, {}, true).h2(1, 7, LD_DIR_SEND, {headers(1), message(1, LD_H2_FLAG_END_STREAM)});
+  preface.h2(30, 7, LD_DIR_RECV, {headers(1), message(1)}).h2(50, 7, LD_DIR_RECV, {trailers(1)});
+  Timeline a = build(preface);
+  EXPECT_TRUE(a.requests.empty());
+  EXPECT_EQ(a.client_connections, 1u);
+  // Attached to a channel that was open already: no preface, but the target opened the stream.
+  Stream open;
+  open.h2(1, 8, LD_DIR_SEND, {headers(9), message(9, LD_H2_FLAG_END_STREAM)});
+  open.h2(30, 8, LD_DIR_RECV, {headers(9), message(9)}).h2(50, 8, LD_DIR_RECV, {trailers(9)});
+  Timeline b = build(open);
+  EXPECT_TRUE(b.requests.empty());
+  EXPECT_EQ(b.client_connections, 1u);
+}
+
+TEST(TimelineH2, ResetOrCloseLeavesAStreamIncomplete) {
+  Stream s;
+  s.h2(0, 7, LD_DIR_RECV, {H2{LD_H2_HEADERS, 1, 0, 0, 200}, H2{LD_H2_HEADERS, 3, 0, 0, 200}});
+  s.h2(30, 7, LD_DIR_SEND, {headers(1), message(1), headers(3), message(3)});
+  s.h2(40, 7, LD_DIR_RECV, {H2{LD_H2_RST_STREAM, 1, 0, 0, 4}});  // the client cancelled stream 1
+  s.h2(50, 7, LD_DIR_SEND, {message(3)});
+  s.close(60, 7);
+  Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 2u);
+  EXPECT_FALSE(t.requests[0].complete);
+  EXPECT_EQ(t.requests[0].token_ns.size(), 1u);
+  EXPECT_FALSE(t.requests[1].complete);
+  EXPECT_EQ(t.requests[1].token_ns.size(), 2u);
+}
+
+// HTTP/2 SSE (hypercorn, Envoy in front of a server): events in DATA frames; "[DONE]" and the
+// final empty END_STREAM frame are not tokens; a request answered in one JSON body is not
+// streaming.
+TEST(TimelineH2, SseOverHttp2) {
+  Stream s;
+  s.h2(0, 7, LD_DIR_RECV, {H2{LD_H2_HEADERS, 1, 0, 0, 90}, H2{LD_H2_DATA, 1, LD_PC_OTHER, 1, 40}});
+  s.h2(20, 7, LD_DIR_SEND, {headers(1)});
+  s.h2(40, 7, LD_DIR_SEND, {H2{LD_H2_DATA, 1, LD_PC_SSE_DATA}});
+  s.h2(60, 7, LD_DIR_SEND, {H2{LD_H2_DATA, 1, LD_PC_SSE_DATA}});
+  s.h2(61, 7, LD_DIR_SEND, {H2{LD_H2_DATA, 1, LD_PC_SSE_DONE}});
+  s.h2(62, 7, LD_DIR_SEND, {H2{LD_H2_DATA, 1, LD_PC_OTHER, LD_H2_FLAG_END_STREAM, 0}});
+  s.h2(70, 7, LD_DIR_RECV, {H2{LD_H2_HEADERS, 3, 0, 0, 90}});
+  s.h2(75, 7, LD_DIR_SEND, {headers(3), H2{LD_H2_DATA, 3, LD_PC_OTHER, LD_H2_FLAG_END_STREAM, 300}});
+  Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 1u);
+  EXPECT_EQ(t.requests[0].token_ns.size(), 2u);
+  EXPECT_DOUBLE_EQ(t.requests[0].ttft_ms(), 40.0);
+  EXPECT_TRUE(t.requests[0].complete);
+  EXPECT_EQ(t.non_streaming_requests, 1u);
+}
+
+TEST(TimelineH2, OutOfOrderDeliveryGivesIdenticalResults) {
+  Stream s;
+  s.h2(0, 7, LD_DIR_RECV, {}, true);
+  for (uint32_t k = 0; k < 6; ++k) grpc_call(s, 7, 1 + 2 * k, 10.0 * k, 10.0 * k + 40, 8, 15);
+  const Timeline ordered = build(s);
+  ASSERT_EQ(ordered.requests.size(), 6u);
+  for (unsigned seed = 1; seed <= 5; ++seed) expect_same(ordered, build(shuffled_within(s.events(), 2 * kMs, seed)));
 }
