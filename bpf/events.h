@@ -197,8 +197,9 @@ struct ld_tls_io {
 	ld_u8 _pad[3];
 };
 
-/* HTTP/2 (RFC 9113): the frames of one send or receive that carried them,
- * read from the bytes the sock probe classifies (a prefix of 512 bytes), so
+/* HTTP/2 (RFC 9113): the frames of one send or receive that carried them
+ * (or of a TLS write's or read's plaintext), read from the bytes the sock or
+ * tls probe classifies (a prefix of 512 bytes), so
  * that user space can give each stream its own request and tokens.  Only the
  * frames that make a stream's timeline are kept (DATA, HEADERS, RST_STREAM);
  * consecutive DATA frames of one stream share an entry. */
@@ -227,6 +228,10 @@ struct ld_h2_frames {
 	ld_u8 preface;       /* 1: began with the client's connection preface */
 	ld_u16 rport;        /* as ld_sock_io */
 	ld_u16 lport;        /* as ld_sock_io */
+	ld_u8 tls;           /* 1: a TLS write's or read's plaintext (the tls probe): sock_id is then
+	                      * the ld_tls_io's ssl_id, and no ports; user space joins it to the
+	                      * ciphertext send or receive (analysis/tls_join.hpp) */
+	ld_u8 _pad[7];
 	struct ld_h2_frame f[LD_H2_MAX_FRAMES];
 };
 
@@ -775,9 +780,9 @@ LD_AT(ld_sock_io, dir, 58); LD_AT(ld_sock_io, syscall, 59); LD_AT(ld_sock_io, cl
 LD_AT(ld_sock_io, sse_events, 61);
 LD_SIZE(ld_h2_frame, 12); LD_AT(ld_h2_frame, len, 4); LD_AT(ld_h2_frame, type, 8);
 LD_AT(ld_h2_frame, messages, 11);
-LD_SIZE(ld_h2_frames, 136); LD_AT(ld_h2_frames, sock_id, 24); LD_AT(ld_h2_frames, dir, 32);
+LD_SIZE(ld_h2_frames, 144); LD_AT(ld_h2_frames, sock_id, 24); LD_AT(ld_h2_frames, dir, 32);
 LD_AT(ld_h2_frames, count, 33); LD_AT(ld_h2_frames, rport, 36); LD_AT(ld_h2_frames, lport, 38);
-LD_AT(ld_h2_frames, f, 40);
+LD_AT(ld_h2_frames, tls, 40); LD_AT(ld_h2_frames, f, 48);
 LD_SIZE(ld_sock_close, 40); LD_AT(ld_sock_close, hdr, 0); LD_AT(ld_sock_close, sock_id, 24);
 LD_AT(ld_sock_close, fd, 32);
 LD_SIZE(ld_task_exit, 32); LD_AT(ld_task_exit, hdr, 0); LD_AT(ld_task_exit, exit_code, 24);

@@ -240,6 +240,8 @@ static __always_inline void ld_h2_record(struct ld_sock_cpu *cpu, __u64 ts)
 	e->preface = cpu->h2.preface;
 	e->rport = cpu->call.rport;
 	e->lport = cpu->call.lport;
+	e->tls = 0;
+	__builtin_memset(e->_pad, 0, sizeof(e->_pad));
 	__builtin_memcpy(e->f, cpu->h2.f, sizeof(e->f));
 	ld_commit(LD_PROBE_SOCK, e);
 }

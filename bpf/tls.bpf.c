@@ -42,27 +42,60 @@ struct {
 	__type(value, struct ld_tls_read);
 } ld_tls_reads SEC(".maps");
 
-/* The plaintext's first bytes, per CPU (a uprobe program runs on one CPU,
- * without preemption, to its end). */
+/* The plaintext's first bytes and their HTTP/2 frames, per CPU (a uprobe
+ * program runs on one CPU, without preemption, to its end). */
+struct ld_tls_cpu {
+	struct ld_scratch s;
+	struct ld_h2_seen h2;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct ld_scratch);
+	__type(value, struct ld_tls_cpu);
 } ld_tls_scratch SEC(".maps");
 
 /* Set by user space before load: hides user-space addresses in ssl_id. */
 const volatile __u64 ld_ssl_id_key = 0;
 
+/* The HTTP/2 frames of a plaintext (HTTP/2 over TLS: h2 by ALPN, gRPC with
+ * TLS), stamped as its ld_tls_io; every such plaintext gets one, so that
+ * user space can join it even when it holds no stream's frame. */
+static __always_inline void ld_tls_h2_record(const struct ld_h2_seen *h2, __u64 ssl_id, __u8 dir,
+					     __u64 ts)
+{
+	struct ld_h2_frames *e = ld_reserve(LD_PROBE_TLS, LD_EV_H2_FRAMES, sizeof(*e));
+
+	if (!e)
+		return;
+	e->hdr.ts_ns = ts;
+	e->sock_id = ssl_id;
+	e->dir = dir;
+	e->count = h2->count;
+	e->more = h2->more;
+	e->preface = h2->preface;
+	e->rport = 0;
+	e->lport = 0;
+	e->tls = 1;
+	__builtin_memset(e->_pad, 0, sizeof(e->_pad));
+	__builtin_memcpy(e->f, h2->f, sizeof(e->f));
+	ld_commit(LD_PROBE_TLS, e);
+}
+
 /* Classifies the plaintext at buf (len bytes) and records it. */
 static __always_inline void ld_tls_emit(__u64 ssl, __u64 buf, __s64 len, __u8 dir, __u16 api)
 {
 	__u32 zero = 0, n;
-	struct ld_scratch *s = bpf_map_lookup_elem(&ld_tls_scratch, &zero);
+	struct ld_tls_cpu *cpu = bpf_map_lookup_elem(&ld_tls_scratch, &zero);
+	struct ld_scratch *s;
 	struct ld_tls_io *e;
+	__u64 ssl_id, ts;
+	int h2;
 
-	if (!s)
+	if (!cpu)
 		return;
+	s = &cpu->s;
 	n = len > LD_SCRATCH_BYTES ? LD_SCRATCH_BYTES : (len > 0 ? (__u32)len : 0);
 	n &= 1023; /* a bound the verifier sees (as sock.bpf.c's ld_gather) */
 	if (n && bpf_probe_read_user(s->b, n, (void *)buf))
@@ -71,14 +104,21 @@ static __always_inline void ld_tls_emit(__u64 ssl, __u64 buf, __s64 len, __u8 di
 	e = ld_reserve(LD_PROBE_TLS, LD_EV_TLS_IO, sizeof(*e));
 	if (!e)
 		return;
-	e->ssl_id = (ssl ^ ld_ssl_id_key) * 0x9E3779B97F4A7C15ULL;
+	ssl_id = (ssl ^ ld_ssl_id_key) * 0x9E3779B97F4A7C15ULL;
+	e->ssl_id = ssl_id;
 	e->len = len;
 	e->api = api;
 	e->dir = dir;
 	e->cls = n ? ld_classify(s, n) : LD_PC_OTHER;
+	if (e->cls == LD_PC_OTHER && n && ld_h2_walk(s, n, (__u64)len, &cpu->h2))
+		e->cls = LD_PC_H2;
 	e->sse_events = (e->cls == LD_PC_SSE_DATA || e->cls == LD_PC_HTTP_RESPONSE_SSE) ? 1 : 0;
 	__builtin_memset(e->_pad, 0, sizeof(e->_pad));
+	h2 = e->cls == LD_PC_H2;
+	ts = e->hdr.ts_ns;
 	ld_commit(LD_PROBE_TLS, e);
+	if (h2)
+		ld_tls_h2_record(&cpu->h2, ssl_id, dir, ts);
 }
 
 /* int SSL_write(SSL *ssl, const void *buf, int num);

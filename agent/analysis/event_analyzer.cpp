@@ -48,8 +48,12 @@ void EventAnalyzer::on_record(const ld_hdr& rec, size_t size) {
       else malformed_++;
       break;
     case LD_EV_H2_FRAMES:
-      if (auto* h2 = record_as<ld_h2_frames>(rec, size)) sockets_.add(*h2);
-      else malformed_++;
+      if (auto* h2 = record_as<ld_h2_frames>(rec, size)) {
+        if (h2->tls) tls_.on_tls_frames(*h2);
+        else sockets_.add(*h2);
+      } else {
+        malformed_++;
+      }
       break;
     case LD_EV_TLS_IO:
       if (auto* tls = record_as<ld_tls_io>(rec, size)) tls_.on_tls(*tls);

@@ -54,7 +54,7 @@ class EventAnalyzer {
 
   SocketTimelineBuilder sockets_;
   // Socket IO passes through it: TLS plaintext classes given to their ciphertext.
-  TlsJoin tls_{[this](const ld_sock_io& io) { add_sock_io(io); }};
+  TlsJoin tls_{[this](const ld_sock_io& io) { add_sock_io(io); }, [this](const ld_h2_frames& h2) { sockets_.add(h2); }};
   EvidenceStore evidence_;
   std::optional<ThreadTrackBuilder> tracks_;
   uint64_t records_ = 0;

@@ -18,7 +18,10 @@ std::optional<LiveSample> LiveWatch::observe(const ld_hdr& rec, size_t size) {
   } else if (rec.type == LD_EV_SOCK_IO) {
     if (auto* io = record_as<ld_sock_io>(rec, size)) tls_.on_sock(*io);
   } else if (rec.type == LD_EV_H2_FRAMES) {
-    if (auto* h2 = record_as<ld_h2_frames>(rec, size)) on_h2(*h2);
+    if (auto* h2 = record_as<ld_h2_frames>(rec, size)) {
+      if (h2->tls) tls_.on_tls_frames(*h2);
+      else on_h2(*h2);
+    }
   } else if (rec.type == LD_EV_TLS_IO) {
     if (auto* tls = record_as<ld_tls_io>(rec, size)) tls_.on_tls(*tls);
   }

@@ -59,7 +59,7 @@ class LiveWatch {
   using StreamKey = std::pair<uint64_t, uint32_t>;  // socket id, HTTP/2 stream (0 for HTTP/1)
   std::map<StreamKey, Stream> streams_;
   std::optional<LiveSample> sample_;  // what the record being observed ended
-  TlsJoin tls_{[this](const ld_sock_io& io) { on_io(io); }};
+  TlsJoin tls_{[this](const ld_sock_io& io) { on_io(io); }, [this](const ld_h2_frames& h2) { on_h2(h2); }};
 };
 
 }  // namespace ld::analysis

@@ -45,6 +45,10 @@ void TlsJoin::give_writes(Thread& t, ld_sock_io& send) {
   send.cls = status && token ? static_cast<uint8_t>(LD_PC_HTTP_RESPONSE_SSE) : first;
   send.sse_events = static_cast<uint8_t>(std::min(events, 255u));
   t.writes.clear();
+  const Carrier to{send.sock_id, send.hdr.ts_ns, send.rport, send.lport};
+  for (const ld_h2_frames& h2 : t.h2_writes)
+    if (h2.hdr.ts_ns + kWriteToSendNs >= send.hdr.ts_ns) emit_frames(h2, to, send.hdr.ts_ns);
+  t.h2_writes.clear();
   tls_sockets_.insert(send.sock_id);
   ++joined_;
 }
@@ -66,7 +70,7 @@ void TlsJoin::on_sock(const ld_sock_io& io) {
     out_(io);
   }
   // Nothing left of the thread: forget it (a server may start a thread per request).
-  if (t && t->writes.empty() && !t->held) threads_.erase(it);
+  if (t && t->idle()) threads_.erase(it);
 }
 
 void TlsJoin::on_tls(const ld_tls_io& tls) {
@@ -83,8 +87,37 @@ void TlsJoin::on_tls(const ld_tls_io& tls) {
     t.held->sse_events = tls.sse_events;
     ++joined_;
   }
+  if (claimed) carrier_of_ssl_[tls.ssl_id] = {t.held->sock_id, t.held->hdr.ts_ns, t.held->rport, t.held->lport};
+  if (tls.cls == LD_PC_H2) last_read_[tls.hdr.tid] = {tls.ssl_id, claimed ? t.held->hdr.ts_ns : 0};
   release(t, claimed);
-  if (t.writes.empty()) threads_.erase(tls.hdr.tid);
+  if (t.idle()) threads_.erase(tls.hdr.tid);
+}
+
+void TlsJoin::on_tls_frames(const ld_h2_frames& h2) {
+  if (h2.dir == LD_DIR_SEND) {
+    Thread& t = threads_[h2.hdr.tid];
+    if (t.h2_writes.size() < kMaxWrites) t.h2_writes.push_back(h2);
+    return;
+  }
+  // A read's frames: at the receive its plaintext was given to (just before, on this thread), or
+  // at the read itself, on its connection's socket, when OpenSSL had the bytes already.
+  auto read = last_read_.find(h2.hdr.tid);
+  if (read == last_read_.end()) return;
+  const LastRead last = read->second;
+  last_read_.erase(read);
+  auto carrier = carrier_of_ssl_.find(last.ssl_id);
+  if (carrier == carrier_of_ssl_.end()) return;
+  emit_frames(h2, carrier->second, last.claimed_ns ? last.claimed_ns : h2.hdr.ts_ns);
+}
+
+void TlsJoin::emit_frames(ld_h2_frames h2, const Carrier& to, uint64_t ts_ns) {
+  if (!out_frames_) return;
+  h2.hdr.ts_ns = ts_ns;
+  h2.sock_id = to.sock_id;
+  h2.rport = to.rport;
+  h2.lport = to.lport;
+  h2.tls = 0;  // now a socket's, as the sock probe's
+  out_frames_(h2);
 }
 
 void TlsJoin::on_close(uint64_t sock_id) {
@@ -92,9 +125,10 @@ void TlsJoin::on_close(uint64_t sock_id) {
   // still known: before the close, and as TLS.
   for (auto it = threads_.begin(); it != threads_.end();) {
     if (it->second.held && it->second.held->sock_id == sock_id) release(it->second);
-    it = it->second.writes.empty() && !it->second.held ? threads_.erase(it) : std::next(it);
+    it = it->second.idle() ? threads_.erase(it) : std::next(it);
   }
   tls_sockets_.erase(sock_id);
+  std::erase_if(carrier_of_ssl_, [&](const auto& kv) { return kv.second.sock_id == sock_id; });
 }
 
 void TlsJoin::finish() {

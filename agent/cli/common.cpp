@@ -131,7 +131,9 @@ void add_record_flags(CLI::App* sub, RecordFlags& flags, const std::string& defa
   sub->add_option("-d,--duration", flags.duration,
                   "How long to trace: 500ms, 30s, 5m (Ctrl-C or the target's exit stops earlier)")
       ->capture_default_str();
-  std::string probe_help = "Probes to attach: all, or a comma list of:";
+  std::string probe_help =
+      "Probes to attach: all, a comma list of the names below, -NAME to leave one out (all,-tls: "
+      "no uprobes in OpenSSL):";
   for (const auto& info : probes::probe_registry())
     probe_help += fmt::format("\n  {:<8} {}{}", info.name, info.summary, info.in_all ? "" : " (opt-in: not in all)");
   sub->add_option("--probes", flags.probes, probe_help)->capture_default_str();
@@ -183,6 +185,29 @@ void add_record_flags(CLI::App* sub, RecordFlags& flags, const std::string& defa
   sub->add_flag("-v,--verbose", flags.verbose, "Show libbpf's log (why a probe failed to load)");
 }
 
+// "all", names, and "-name" to leave one out of the rest ("all,-tls": the default set without the
+// TLS uprobes). Empty: the default set.
+std::vector<std::string> parse_probe_list(const std::string& text) {
+  const auto known = probes::ProbeSession::known_probes();
+  std::vector<std::string> chosen, left_out;
+  for (const auto& item : split_list(text)) {
+    const bool out = item.rfind('-', 0) == 0;
+    const std::string name = out ? item.substr(1) : item;
+    if (name != "all" && std::find(known.begin(), known.end(), name) == known.end())
+      throw std::invalid_argument(fmt::format("--probes: unknown probe '{}' (known: all, {}; -NAME leaves one out)",
+                                              name, fmt::join(known, ", ")));
+    if (out) left_out.push_back(name);
+    else if (name != "all") chosen.push_back(name);
+  }
+  if (left_out.empty()) return chosen;
+  if (chosen.empty())
+    for (const auto& info : probes::probe_registry())
+      if (info.in_all) chosen.push_back(info.name);
+  std::erase_if(chosen, [&](const std::string& n) { return std::ranges::find(left_out, n) != left_out.end(); });
+  if (chosen.empty()) throw std::invalid_argument("--probes " + text + ": leaves no probe");
+  return chosen;
+}
+
 probes::RecordOptions to_record_options(const RecordFlags& flags) {
   return to_record_options(flags, probes::RecordOptions{}.read_interval_ms);
 }
@@ -223,13 +248,7 @@ probes::RecordOptions to_record_options(const RecordFlags& flags, uint64_t read_
           fmt::format("--read-interval {}: expected a duration from 100ms to 10s, e.g. 1s", flags.read_interval));
     options.read_interval_ms = *interval;
   }
-  auto known = probes::ProbeSession::known_probes();
-  for (const auto& name : split_list(flags.probes)) {
-    if (name != "all" && std::find(known.begin(), known.end(), name) == known.end())
-      throw std::invalid_argument(
-          fmt::format("--probes: unknown probe '{}' (known: all, {})", name, fmt::join(known, ", ")));
-    if (name != "all") options.probes.push_back(name);
-  }
+  options.probes = parse_probe_list(flags.probes);
   options.quiet = flags.quiet;
   options.verbose = flags.verbose;
   // Findings quote the host's values as they were when recorded: `report` on another machine

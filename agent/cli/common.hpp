@@ -137,6 +137,9 @@ struct RecordFlags {
   bool verbose = false;
 };
 void add_record_flags(CLI::App* sub, RecordFlags& flags, const std::string& default_duration);
+// --probes: "all", names, "-name" to leave one out of the rest (of the default set when no name is
+// given). Throws std::invalid_argument on an unknown name or an empty result.
+std::vector<std::string> parse_probe_list(const std::string& text);
 // Throws std::invalid_argument with a message naming the flag. `read_interval_ms`: the
 // interval when --read-interval is not given (attach --live: 1 s), else RecordOptions'.
 probes::RecordOptions to_record_options(const RecordFlags& flags);

@@ -24,8 +24,13 @@ def main():
     p.add_argument("--concurrency", type=int, default=1)
     p.add_argument("--tokens", type=int, default=15)
     p.add_argument("--log", required=True)
+    p.add_argument("--cacert", help="TLS, verifying the server with this CA certificate (PEM)")
     args = p.parse_args()
-    channel = grpc.insecure_channel(f"127.0.0.1:{args.port}")
+    if args.cacert:
+        with open(args.cacert, "rb") as f:
+            channel = grpc.secure_channel(f"127.0.0.1:{args.port}", grpc.ssl_channel_credentials(f.read()))
+    else:
+        channel = grpc.insecure_channel(f"127.0.0.1:{args.port}")
     generate = channel.unary_stream("/ld.Engine/Generate")
     grpc.channel_ready_future(channel).result(timeout=10)
     lines, failures = [], []

@@ -426,6 +426,7 @@ ld_h2_frames h2_frames() {
   r.lport = 0x1c03;
   r.f[0] = ld_h2_frame{0x1c04, 0x1c05, LD_H2_HEADERS, 0, 0, 0};
   r.f[1] = ld_h2_frame{0x1c04, 0x1c06, LD_H2_DATA, LD_H2_FLAG_END_STREAM, LD_PC_GRPC_MESSAGE, 3};
+  r.tls = 1;
   return r;
 }
 
@@ -615,6 +616,7 @@ void check(const ld_h2_frames& got, const ld_h2_frames& want) {
   FIELD(preface);
   FIELD(rport);
   FIELD(lport);
+  FIELD(tls);
   for (size_t i = 0; i < LD_H2_MAX_FRAMES; ++i) {
     EXPECT_EQ(got.f[i].stream_id, want.f[i].stream_id) << i;
     EXPECT_EQ(got.f[i].len, want.f[i].len) << i;

@@ -200,3 +200,83 @@ TEST(TlsJoin, ATlsStreamMakesARequestWithItsTokens) {
 }
 
 }  // namespace
+
+namespace {
+
+ld_h2_frames plain_frames(double t_ms, uint8_t dir, std::vector<ld_h2_frame> frames, uint32_t tid = kPid) {
+  ld_h2_frames h{};
+  h.hdr = header(LD_EV_H2_FRAMES, sizeof h, t_ms, tid);
+  h.sock_id = 0x55;  // the ssl_id, as the tls probe writes it
+  h.dir = dir;
+  h.tls = 1;
+  for (const auto& f : frames) h.f[h.count++] = f;
+  return h;
+}
+
+struct JoinedH2 {
+  std::vector<ld_sock_io> out;
+  std::vector<ld_h2_frames> frames;
+  TlsJoin join{[this](const ld_sock_io& io) { out.push_back(io); },
+               [this](const ld_h2_frames& h) { frames.push_back(h); }};
+};
+
+}  // namespace
+
+// HTTP/2 inside TLS (h2 by ALPN, gRPC with TLS): a read's frames go out on the socket and at the
+// time of the ciphertext receive it claimed; a write's on the socket and at the time of the
+// thread's next send, with the send's ports. The timeline then sees an h2c connection.
+TEST(TlsJoin, Http2FramesInsideTlsGoToTheirCiphertext) {
+  JoinedH2 j;
+  const ld_h2_frame headers{1, 80, LD_H2_HEADERS, 0, 0, 0};
+  const ld_h2_frame message{1, 33, LD_H2_DATA, 0, LD_PC_GRPC_MESSAGE, 1};
+  const ld_h2_frame last{1, 33, LD_H2_DATA, LD_H2_FLAG_END_STREAM, LD_PC_GRPC_MESSAGE, 1};
+  j.join.on_sock(cipher(10, LD_DIR_RECV));
+  j.join.on_tls(plain(10.2, LD_DIR_RECV, LD_PC_H2));
+  j.join.on_tls_frames(plain_frames(10.2, LD_DIR_RECV, {headers}));
+  ASSERT_EQ(j.out.size(), 1u);
+  EXPECT_EQ(j.out[0].cls, LD_PC_H2);
+  ASSERT_EQ(j.frames.size(), 1u);
+  EXPECT_EQ(j.frames[0].sock_id, kSock);
+  EXPECT_EQ(j.frames[0].hdr.ts_ns, 10 * kMs);  // the request arrived with its ciphertext
+  EXPECT_EQ(j.frames[0].tls, 0);
+  EXPECT_EQ(j.frames[0].rport, 50000);
+  double t = 40;
+  for (const ld_h2_frame& f : {headers, message, message, last}) {
+    j.join.on_tls(plain(t, LD_DIR_SEND, LD_PC_H2));
+    j.join.on_tls_frames(plain_frames(t, LD_DIR_SEND, {f}));
+    j.join.on_sock(cipher(t + 0.05, LD_DIR_SEND));
+    t += 20;
+  }
+  ASSERT_EQ(j.frames.size(), 5u);
+  EXPECT_EQ(j.frames[2].hdr.ts_ns, static_cast<uint64_t>(60.05 * kMs));  // the wire's time
+  EXPECT_EQ(j.frames[2].lport, 8443);
+
+  SocketTimelineBuilder builder;
+  for (const auto& io : j.out) builder.add(io);
+  for (const auto& h : j.frames) builder.add(h);
+  const auto timeline = builder.finish();
+  ASSERT_EQ(timeline.requests.size(), 1u);
+  EXPECT_EQ(timeline.requests[0].token_ns.size(), 3u);
+  EXPECT_NEAR(timeline.requests[0].ttft_ms(), 50.05, 1e-6);
+  EXPECT_TRUE(timeline.requests[0].complete);
+}
+
+// OpenSSL may hand a read bytes it had already decrypted: no receive to claim, so the frames go
+// at the read's own time, on the socket an earlier read of the connection named.
+TEST(TlsJoin, Http2ReadWithoutAReceiveUsesItsConnectionsSocket) {
+  JoinedH2 j;
+  const ld_h2_frame headers3{3, 80, LD_H2_HEADERS, 0, 0, 0};
+  j.join.on_sock(cipher(10, LD_DIR_RECV));
+  j.join.on_tls(plain(10.2, LD_DIR_RECV, LD_PC_H2));
+  j.join.on_tls_frames(plain_frames(10.2, LD_DIR_RECV, {}));
+  j.join.on_tls(plain(12, LD_DIR_RECV, LD_PC_H2));
+  j.join.on_tls_frames(plain_frames(12, LD_DIR_RECV, {headers3}));
+  ASSERT_EQ(j.frames.size(), 2u);
+  EXPECT_EQ(j.frames[1].sock_id, kSock);
+  EXPECT_EQ(j.frames[1].hdr.ts_ns, 12 * kMs);
+  // After the socket closed, a read of that connection names nothing.
+  j.join.on_close(kSock);
+  j.join.on_tls(plain(13, LD_DIR_RECV, LD_PC_H2));
+  j.join.on_tls_frames(plain_frames(13, LD_DIR_RECV, {headers3}));
+  EXPECT_EQ(j.frames.size(), 2u);
+}
