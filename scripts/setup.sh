@@ -22,6 +22,7 @@ PACKAGES=(
   python3.11 python3-fastapi python3-uvicorn   # tests: Python targets (frames, gil), a FastAPI server
   python3-zmq                          # tests: a two-process server shaped like vLLM v1 (ZMQ IPC)
   python3-grpcio python3-hypercorn     # tests: gRPC server-streaming and HTTP/2 SSE targets
+  nodejs                               # tests: an HTTP/2 SSE server on Node's own http2 module
   tmux                                 # tests: top driven as a user would (send-keys, capture-pane)
   prometheus                           # tests: a real Prometheus scraping serve
   protobuf-compiler python3-protobuf   # tests: OTLP bodies decoded with the OTLP .proto files

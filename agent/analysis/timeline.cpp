@@ -54,11 +54,7 @@ bool is_client_segment(const Segment& seg) {
 // arrived before the trace began ("orphan"); its tokens count as a partial request.
 class ConnectionMachine {
  public:
-  explicit ConnectionMachine(const Segment& seg) {
-    result_.tgid = seg.tgid;
-    result_.sock_id = seg.sock_id;
-    result_.first_ts = seg.first_ts;
-  }
+  explicit ConnectionMachine(const Segment& seg) : result_(result_for(seg)) {}
 
   void on_event(const Item& ev) {
     if (ev.dir == LD_DIR_RECV) {

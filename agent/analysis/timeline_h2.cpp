@@ -16,11 +16,7 @@ namespace {
 // only seen from the middle (begun before the trace) counts as partial when it carried tokens.
 class H2ConnectionMachine {
  public:
-  explicit H2ConnectionMachine(const Segment& seg) {
-    result_.tgid = seg.tgid;
-    result_.sock_id = seg.sock_id;
-    result_.first_ts = seg.first_ts;
-  }
+  explicit H2ConnectionMachine(const Segment& seg) : result_(result_for(seg)) {}
 
   void on_event(const Item& ev) {
     if (ev.kind == ItemKind::kIo) {

@@ -84,6 +84,15 @@ struct SegmentResult {
   std::array<uint64_t, 256> send_syscalls{};  // by ld_sock_io.syscall: named once, at the end
 };
 
+// An empty result naming the connection.
+inline SegmentResult result_for(const Segment& seg) {
+  SegmentResult r;
+  r.tgid = seg.tgid;
+  r.sock_id = seg.sock_id;
+  r.first_ts = seg.first_ts;
+  return r;
+}
+
 // Runs one HTTP/2 connection (a segment with frames in it): each stream is a request.
 bool is_h2_segment(const Segment& seg);
 SegmentResult run_h2_segment(const Segment& seg);
