@@ -16,8 +16,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <regex>
 #include <string>
@@ -146,6 +148,73 @@ class BufferingProxy {
   std::vector<std::thread> workers_;
 };
 
+constexpr const char* kNginx = "/usr/sbin/nginx";
+
+// nginx (Debian's nginx-light) as a reverse proxy to 127.0.0.1:upstream_port on a free loopback
+// port, one process (no master), its files in a scratch directory. `listen_extra`: after the
+// listen address ("ssl http2"); `location_extra`: more directives for the proxied location.
+class Nginx {
+ public:
+  Nginx(int upstream_port, const std::string& listen_extra, const std::string& location_extra,
+        const std::string& server_extra = "") {
+    const int probe = listen_on_loopback(port_);  // a free port for nginx
+    if (probe < 0) return;
+    ::close(probe);
+    char dir_template[] = "/tmp/ld-nginx-XXXXXX";
+    if (!mkdtemp(dir_template)) return;
+    dir_ = dir_template;
+    std::ofstream(dir_ + "/nginx.conf") << fmt::format(
+        "daemon off; master_process off; worker_processes 1; pid {0}/nginx.pid; error_log {0}/error.log;\n"
+        "events {{ worker_connections 64; }}\n"
+        "http {{ access_log off; client_body_temp_path {0}/body; proxy_temp_path {0}/proxy;\n"
+        "  fastcgi_temp_path {0}/fcgi; uwsgi_temp_path {0}/uwsgi; scgi_temp_path {0}/scgi;\n"
+        "  upstream llm {{ server 127.0.0.1:{1}; keepalive 4; }}\n"
+        "  server {{ listen 127.0.0.1:{2} {3}; {4}\n"
+        "    location / {{ proxy_pass http://llm; proxy_http_version 1.1; proxy_set_header Connection \"\";\n"
+        "      {5} }} }} }}\n",
+        dir_, upstream_port, port_, listen_extra, server_extra, location_extra);
+    proc_ = std::make_unique<ld::test::Child>(
+        std::vector<std::string>{kNginx, "-p", dir_, "-c", dir_ + "/nginx.conf", "-e", dir_ + "/error.log"});
+    for (int i = 0; i < 100 && !up_; ++i) {
+      const int fd = connect_loopback(port_);
+      if (fd >= 0) {
+        ::close(fd);
+        up_ = true;
+      } else {
+        std::this_thread::sleep_for(50ms);
+      }
+    }
+  }
+  ~Nginx() {
+    stop();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  Nginx(const Nginx&) = delete;
+  Nginx& operator=(const Nginx&) = delete;
+
+  bool up() const { return up_; }
+  std::string why() const {
+    return "nginx did not start: " + (proc_ ? proc_->err() : std::string()) + ld::test::read_file(dir_ + "/error.log");
+  }
+  int pid() const { return proc_ ? proc_->pid() : 0; }
+  std::string dir() const { return dir_; }
+  std::string url(const std::string& scheme) const {
+    return scheme + "://127.0.0.1:" + std::to_string(port_) + "/v1/completions";
+  }
+  void stop() {
+    if (!proc_) return;
+    proc_->signal(SIGTERM);
+    proc_->wait(10s);
+    proc_.reset();
+  }
+
+ private:
+  int port_ = 0;
+  std::string dir_;
+  std::unique_ptr<ld::test::Child> proc_;
+  bool up_ = false;
+};
+
 struct Joined {
   json report;
   json join;  // report["client_join"]
@@ -253,47 +322,17 @@ TEST(ClientJoinRoot, ABufferingProxyIsOutsideTheServer) {
 // client that accepts gzip (browsers, the OpenAI SDKs) get the whole response at its end.
 TEST(ClientJoinRoot, NginxThatGzipsTheStream) {
   REQUIRE_BPF();
-  const std::string nginx = "/usr/sbin/nginx";
-  if (access(nginx.c_str(), X_OK) != 0) GTEST_SKIP() << "nginx is not installed (apt-get install nginx-light)";
+  if (access(kNginx, X_OK) != 0) GTEST_SKIP() << "nginx is not installed (apt-get install nginx-light)";
   Server server({"--token-ms", "10", "--tokens", "20", "--prefill-base-ms", "30"});
   ASSERT_GT(server.port, 0) << server.proc->err();
-  int port = 0;
-  const int probe = listen_on_loopback(port);  // a free port for nginx
-  ASSERT_GE(probe, 0);
-  ::close(probe);
-  char dir_template[] = "/tmp/ld-nginx-XXXXXX";
-  ASSERT_NE(mkdtemp(dir_template), nullptr);
-  const std::string dir = dir_template;
-  std::ofstream(dir + "/nginx.conf") << fmt::format(
-      "daemon off; master_process off; worker_processes 1; pid {0}/nginx.pid; error_log {0}/error.log;\n"
-      "events {{ worker_connections 64; }}\n"
-      "http {{ access_log off; client_body_temp_path {0}/body; proxy_temp_path {0}/proxy;\n"
-      "  fastcgi_temp_path {0}/fcgi; uwsgi_temp_path {0}/uwsgi; scgi_temp_path {0}/scgi;\n"
-      "  upstream llm {{ server 127.0.0.1:{1}; keepalive 4; }}\n"
-      "  server {{ listen 127.0.0.1:{2};\n"
-      "    location / {{ proxy_pass http://llm; proxy_http_version 1.1; proxy_set_header Connection \"\";\n"
-      "      proxy_buffering on; gzip on; gzip_types text/event-stream; gzip_min_length 0; }} }} }}\n",
-      dir, server.port, port);
-  ld::test::Child proxy({nginx, "-p", dir, "-c", dir + "/nginx.conf", "-e", dir + "/error.log"});
-  bool up = false;
-  for (int i = 0; i < 100 && !up; ++i) {
-    const int fd = connect_loopback(port);
-    if (fd >= 0) {
-      ::close(fd);
-      up = true;
-    } else {
-      std::this_thread::sleep_for(50ms);
-    }
-  }
-  ASSERT_TRUE(up) << "nginx did not start: " << proxy.err() << ld::test::read_file(dir + "/error.log");
-  const Joined j = run_joined(server, "http://127.0.0.1:" + std::to_string(port) + "/v1/completions", 8, "nginx", true);
-  proxy.signal(SIGTERM);
-  proxy.wait(10s);
+  Nginx proxy(server.port, "", "proxy_buffering on; gzip on; gzip_types text/event-stream; gzip_min_length 0;");
+  ASSERT_TRUE(proxy.up()) << proxy.why();
+  const Joined j = run_joined(server, proxy.url("http"), 8, "nginx", true);
+  proxy.stop();
   expect_outside_the_server(j, 8);
   std::cout << "[ client-join ] nginx gzip on text/event-stream: client TTFT p50 " << p50(j.join, "client_ttft_ms")
             << " ms, server " << p50(j.join, "server_ttft_ms") << " ms, after the send p50 "
             << p50(j.join, "after_server_ms") << " ms, bunched " << j.join["bunched_share"] << "\n";
-  std::system(("rm -rf " + dir).c_str());
 }
 
 // A server that terminates TLS itself (uvicorn with a certificate, Python's ssl on OpenSSL 3):
@@ -509,4 +548,46 @@ TEST(ClientJoinRoot, NodeHttp2SseShowsItsTokens) {
 TEST(ClientJoinRoot, NodeHttp2OverTlsShowsItsTokens) {
   REQUIRE_BPF();
   node_streams_match_the_client(true);
+}
+
+// nginx terminating TLS and HTTP/2 in front of a plain HTTP/1.1 server, the agent on each side in
+// turn, the client's log joined both times. On nginx it reads the TLS plaintext of nginx's own
+// connection to the client (its upstream connection, where nginx is the client, is left out):
+// the tokens as the client gets them. On the server it sees plain HTTP/1.1 from nginx: the
+// tokens as the server made them, nginx's forwarding and the TLS outside it.
+TEST(ClientJoinRoot, NginxTerminatingTlsSeenFromEitherSide) {
+  REQUIRE_BPF();
+  if (access(kNginx, X_OK) != 0) GTEST_SKIP() << "nginx is not installed (apt-get install nginx-light)";
+  ld::test::agent::Dir dir("nginx-tls");
+  const std::string cert = (dir.path / "cert.pem").string(), key = (dir.path / "key.pem").string();
+  if (!make_test_cert(cert, key)) GTEST_SKIP() << "no openssl command to make a test certificate";
+  Server server({"--token-ms", "10", "--tokens", "20", "--prefill-base-ms", "30"});
+  ASSERT_GT(server.port, 0) << server.proc->err();
+  Nginx proxy(server.port, "ssl http2", "proxy_buffering off;",
+              fmt::format("ssl_certificate {}; ssl_certificate_key {};", cert, key));
+  ASSERT_TRUE(proxy.up()) << proxy.why();
+  constexpr int kRequests = 6;
+  ld::bench::BenchOptions o;
+  o.url = proxy.url("https");
+  o.cacert = cert;
+  o.http2 = true;
+  o.requests = kRequests;
+  o.concurrency = 2;
+  o.max_tokens = 20;
+  const json on_nginx = bench_joined(proxy.pid(), o, (dir.path / "nginx.jsonl").string());
+  expect_streams_match_the_client(on_nginx, kRequests, 20, "nginx tls h2, agent on nginx", 20.0);
+  const json on_server = bench_joined(server.proc->pid(), o, (dir.path / "server.jsonl").string());
+  EXPECT_EQ(on_server["summary"]["requests"], kRequests) << on_server["summary"].dump(1);
+  EXPECT_EQ(on_server["summary"]["tokens"], kRequests * 20) << on_server["summary"].dump(1);
+  const json& c = on_server.value("client_join", json::object());
+  ASSERT_FALSE(c.empty()) << on_server.dump(1).substr(0, 4000);
+  EXPECT_EQ(c["matched"], kRequests) << c.dump(1).substr(0, 3000);
+  std::cout << "[ nginx tls h2, agent on the server ] client TTFT p50 " << p50(c, "client_ttft_ms") << " ms, server "
+            << p50(c, "server_ttft_ms") << " ms (before the server's read " << p50(c, "before_server_ms")
+            << " ms, after its send " << p50(c, "after_server_ms") << " ms); client gap p50 " << p50(c, "client_gap_ms")
+            << " ms, server " << p50(c, "server_gap_ms") << " ms\n";
+  EXPECT_LT(std::fabs(p50(c, "client_gap_ms") - p50(c, "server_gap_ms")), 2.0) << c.dump(1).substr(0, 3000);
+  // The server's TTFT is less than the client's by nginx's work on both legs and the TLS
+  // handshake: that lies outside the server.
+  EXPECT_LT(p50(c, "server_ttft_ms"), p50(c, "client_ttft_ms")) << c.dump(1).substr(0, 3000);
 }
