@@ -348,10 +348,15 @@ TEST(RealStack, FastApiLockHeldByAMetricsThreadInC) {
 
 TEST(RealStack, FastApiGilHeldByAPythonThread) {
   REQUIRE_FASTAPI();
-  Child server(fastapi_server({"--gil-hog-ms", "250", "--gil-hog-period-ms", "1000"}));
+  // 40 ms a token: a burst stalls a token by the GIL hand-offs of its native work (each of its
+  // hashes takes the GIL back, a switch interval of 5 ms apiece while the hog runs), so the
+  // stall grows with the token's work, not the burst's length. At 20 ms a token the stalls
+  // were 141-158 ms here, astride the 150 ms outlier floor (0 to 9 outliers a run); at 40 ms,
+  // 228-263 ms.
+  Child server(fastapi_server({"--token-ms", "40", "--gil-hog-ms", "250", "--gil-hog-period-ms", "1000"}));
   // How many of the hog's bursts stall a token gap depends on their phase against the tokens
-  // (the event loop gets the GIL back at every switch interval it asks for): 2 to 6 of ~7 in 10
-  // requests. 16 requests give the test its 3 with room.
+  // (the event loop gets the GIL back at every switch interval it asks for). 16 requests give
+  // the test its 3 with room.
   Outcome o = run_scenario("fastapi gil (a thread runs 250 ms of Python every 1 s)", "gil", server,
                            [](int port) { load(port, 16, 1, 30); });
   expect_cause_on_top(o, 3, "gil");
