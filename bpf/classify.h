@@ -467,6 +467,17 @@ LD_GLOBAL int ld_h2_keep(struct ld_h2_seen *w, unsigned int what, unsigned int s
 	return 0;
 }
 
+/* The body of an ld_h2_frames record from a walk: the caller names the
+ * socket (or SSL object), direction, ports and stamp. */
+LD_INLINE void ld_h2_frames_fill(struct ld_h2_frames *e, const struct ld_h2_seen *seen)
+{
+	e->count = seen->count;
+	e->more = seen->more;
+	e->preface = seen->preface;
+	__builtin_memset(e->_pad, 0, sizeof(e->_pad));
+	__builtin_memcpy(e->f, seen->f, sizeof(e->f));
+}
+
 /* Walks the frames of a payload whose first n bytes (n <= LD_SCRATCH_BYTES)
  * are in s and whose whole length is `total`.  Returns 1, w filled, when they
  * read as HTTP/2; 0 when any frame header seen is not one. */

@@ -235,14 +235,10 @@ static __always_inline void ld_h2_record(struct ld_sock_cpu *cpu, __u64 ts)
 	e->hdr.ts_ns = ts;
 	e->sock_id = cpu->call.sock_id;
 	e->dir = cpu->call.dir;
-	e->count = cpu->h2.count;
-	e->more = cpu->h2.more;
-	e->preface = cpu->h2.preface;
 	e->rport = cpu->call.rport;
 	e->lport = cpu->call.lport;
 	e->tls = 0;
-	__builtin_memset(e->_pad, 0, sizeof(e->_pad));
-	__builtin_memcpy(e->f, cpu->h2.f, sizeof(e->f));
+	ld_h2_frames_fill(e, &cpu->h2);
 	ld_commit(LD_PROBE_SOCK, e);
 }
 

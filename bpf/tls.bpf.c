@@ -72,14 +72,10 @@ static __always_inline void ld_tls_h2_record(const struct ld_h2_seen *h2, __u64 
 	e->hdr.ts_ns = ts;
 	e->sock_id = ssl_id;
 	e->dir = dir;
-	e->count = h2->count;
-	e->more = h2->more;
-	e->preface = h2->preface;
 	e->rport = 0;
 	e->lport = 0;
 	e->tls = 1;
-	__builtin_memset(e->_pad, 0, sizeof(e->_pad));
-	__builtin_memcpy(e->f, h2->f, sizeof(e->f));
+	ld_h2_frames_fill(e, h2);
 	ld_commit(LD_PROBE_TLS, e);
 }
 

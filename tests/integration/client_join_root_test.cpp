@@ -504,7 +504,7 @@ void h2_sse_streams_match_the_client(std::vector<std::string> argv, bool tls, co
   o.max_tokens = 15;
   const json report = bench_joined(server.pid(), o, (dir.path / "client.jsonl").string());
   // bench --http2 opens a connection per request: before the server's read come the connect, the
-  // accept, the server's session setup and over TLS a handshake (0.6-10.5 ms here; more while
+  // accept, the SETTINGS exchange and over TLS a handshake (0.6-10.5 ms here; more while
   // the CPUs are busy), none of it the stream's.
   expect_streams_match_the_client(report, kRequests, 15, what, 20.0);
 }

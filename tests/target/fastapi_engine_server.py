@@ -33,19 +33,12 @@ import threading
 import time
 
 import uvicorn
-from target_work import calibrate, native_work, python_work
+from target_work import calibrate, log_and_fsync, native_work, python_work
 from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 
 ARGS = None
 TOKEN_LOCK = threading.Lock()
-
-
-def log_and_fsync(path, mib):
-    with open(path, "ab") as f:
-        f.write(b"\0" * (mib << 20))
-        f.flush()
-        os.fsync(f.fileno())
 
 
 LOG_BUFFER = None  # --log-mib of kept (already faulted) pages

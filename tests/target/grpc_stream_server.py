@@ -22,16 +22,9 @@ import threading
 from concurrent import futures
 
 import grpc
-from target_work import calibrate, native_work
+from target_work import calibrate, log_and_fsync, native_work
 
 ARGS = None
-
-
-def log_and_fsync(path, mib):
-    with open(path, "ab") as f:
-        f.write(b"\0" * (mib << 20))
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def generate(request, context):

@@ -1,6 +1,7 @@
 """Work of a known length for the Python targets (fastapi_engine_server.py, vllm_shaped_server.py):
 native work that releases the GIL, and pure-Python work that holds it."""
 import hashlib
+import os
 import time
 
 WORK = b"\x5a" * (1 << 20)  # hashed for native work: CPython releases the GIL for large inputs
@@ -35,3 +36,12 @@ def python_work(ms):
         for _ in range(200):
             x += 1
     return x
+
+
+def log_and_fsync(path, mib):
+    """Builds a fresh MIB record (new pages), appends it to path and fsyncs: a logger on the
+    token path."""
+    with open(path, "ab") as f:
+        f.write(b"\0" * (mib << 20))
+        f.flush()
+        os.fsync(f.fileno())
