@@ -69,7 +69,10 @@ static __always_inline void ld_bench_sock_io(struct ld_bench_loop *l, __u64 seq,
 		return;
 	ld_bench_subject(&e->hdr, l->tgid, seq);
 	e->sock_id = 0x5bd1e995ULL * (1 + (seq % 64));
-	e->reserved = 0;  /* as the sock probe writes it */
+	/* A TCP send with TCP_NODELAY that left nothing queued, as a server's usually is. */
+	e->unsent = 0;
+	e->tcp = 0;
+	e->_pad0[0] = e->_pad0[1] = e->_pad0[2] = 0;
 	e->ret = 40 + ((r >> 12) & 0xff);
 	e->fd = 10 + (__u32)(seq % 64);
 	e->lport = 8000;
@@ -77,6 +80,8 @@ static __always_inline void ld_bench_sock_io(struct ld_bench_loop *l, __u64 seq,
 	e->family = 2; /* AF_INET */
 	e->dir = (r >> 20) & 1 ? LD_DIR_SEND : LD_DIR_RECV;
 	e->syscall = e->dir == LD_DIR_SEND ? LD_SC_WRITE : LD_SC_READ;
+	if (e->dir == LD_DIR_SEND)
+		e->tcp = LD_TCP_READ | LD_TCP_NODELAY;
 	e->cls = e->dir == LD_DIR_SEND ? LD_PC_SSE_DATA : LD_PC_OTHER;
 	e->sse_events = e->cls == LD_PC_SSE_DATA;
 	e->_pad = 0;

@@ -23,12 +23,14 @@
  * meaning, or an enum value that a record carries; then regenerate the golden
  * records trace (tests/unit/golden_records_test.cpp says how) in the same
  * change. */
-#define LD_RECORD_LAYOUT_VERSION 7  /* 2: user-space frames (ld_cpu_frames, ld_ustack, ld_pystack)
+#define LD_RECORD_LAYOUT_VERSION 8  /* 2: user-space frames (ld_cpu_frames, ld_ustack, ld_pystack)
                                      3: ld_sched_agg names the wakers of its short waits
                                      4: CUDA calls (ld_cuda_call)
                                      5: GPU samples from NVML (ld_gpu_sample)
                                      6: TLS plaintext classes (ld_tls_io)
-                                     7: HTTP/2 frames (ld_h2_frames, LD_PC_H2, LD_PC_GRPC_MESSAGE) */
+                                     7: HTTP/2 frames (ld_h2_frames, LD_PC_H2, LD_PC_GRPC_MESSAGE)
+                                     8: ld_sock_io's reserved word is a TCP send's state (unsent,
+                                        tcp); older traces read as "not read" (0) */
 
 #ifndef __VMLINUX_H__
 #include <stdint.h>
@@ -157,12 +159,21 @@ enum ld_io_syscall {
 	LD_SC_MAX
 };
 
+/* ld_sock_io.tcp: the TCP socket's send state when the send returned. */
+enum ld_tcp_bits {
+	LD_TCP_READ = 1,       /* the fields were read: a send on a TCP socket */
+	LD_TCP_NODELAY = 2,    /* TCP_NODELAY set (Nagle's algorithm off: nonagle & TCP_NAGLE_OFF) */
+	LD_TCP_CORK = 4,       /* TCP_CORK set (nonagle & TCP_NAGLE_CORK) */
+};
+
 struct ld_sock_io {
 	struct ld_hdr hdr;   /* hdr.ts_ns = syscall exit */
 	ld_u64 sock_id;      /* opaque per-socket id (stable for the socket's life) */
-	ld_u64 reserved;     /* always 0 (a duration the probe does not measure: it hooks only
-	                      * the exit, and a call that blocked is in the sched probe's off-CPU
-	                      * records); kept so that the layout of recorded traces holds */
+	ld_u32 unsent;       /* a TCP send: its bytes still queued, unsent, when it returned
+	                      * (write_seq - snd_nxt): held by Nagle, a cork or a full window */
+	ld_u8 tcp;           /* LD_TCP_* bits; 0 = not read (not a TCP send, or a trace from
+	                      * before these fields: they were one reserved word, always 0) */
+	ld_u8 _pad0[3];
 	ld_s64 ret;          /* bytes moved, or -errno */
 	ld_u32 fd;
 	ld_u16 lport;        /* local port, host order (0 for AF_UNIX) */
@@ -774,7 +785,7 @@ LD_AT(ld_hdr, tgid, 8); LD_AT(ld_hdr, tid, 12); LD_AT(ld_hdr, ts_ns, 16);
 LD_SIZE(ld_tls_io, 48); LD_AT(ld_tls_io, ssl_id, 24); LD_AT(ld_tls_io, len, 32); LD_AT(ld_tls_io, api, 40);
 LD_AT(ld_tls_io, cls, 43);
 LD_SIZE(ld_sock_io, 64); LD_AT(ld_sock_io, hdr, 0); LD_AT(ld_sock_io, sock_id, 24);
-LD_AT(ld_sock_io, reserved, 32); LD_AT(ld_sock_io, ret, 40); LD_AT(ld_sock_io, fd, 48);
+LD_AT(ld_sock_io, unsent, 32); LD_AT(ld_sock_io, tcp, 36); LD_AT(ld_sock_io, ret, 40); LD_AT(ld_sock_io, fd, 48);
 LD_AT(ld_sock_io, lport, 52); LD_AT(ld_sock_io, rport, 54); LD_AT(ld_sock_io, family, 56);
 LD_AT(ld_sock_io, dir, 58); LD_AT(ld_sock_io, syscall, 59); LD_AT(ld_sock_io, cls, 60);
 LD_AT(ld_sock_io, sse_events, 61);

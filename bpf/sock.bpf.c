@@ -18,8 +18,12 @@
  * Either way a call's arguments are read back from the user registers the
  * syscall entry saved (ld_call_args), so no entry program, no per-thread
  * slot and no map lookup by tid; the price is that a call's duration is not
- * measured (ld_sock_io.reserved is 0: a call that blocked is in the sched
- * probe's off-CPU records, with its syscall).
+ * measured (a call that blocked is in the sched probe's off-CPU records,
+ * with its syscall).
+ *
+ * A TCP send also carries what the socket still held unsent when it returned,
+ * and whether Nagle's algorithm was on: a send that returns at once does not
+ * mean its bytes left (ld_tcp_send_state).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -50,6 +54,7 @@ const volatile bool ld_follow_children = false;
  * once ld_sock_of_fd has run, its socket. */
 struct ld_sock_call {
 	__u64 sock_id;
+	__u64 sk;      /* the struct sock's address: read here, never recorded */
 	__u64 buf;     /* user buffer, or iovec array when vec */
 	__u64 len;     /* buffer length, or iovec count when vec */
 	__u32 fd;
@@ -115,7 +120,44 @@ static __always_inline int ld_sock_ident(__u64 sk_addr, __u16 family, __u16 num,
 	in->lport = num;
 	in->rport = bpf_ntohs(dport);
 	in->sock_id = (sk_addr ^ ld_sock_id_key) * 0x9E3779B97F4A7C15ULL;
+	in->sk = sk_addr;
 	return 1;
+}
+
+#define LD_SOCK_STREAM 1
+#define LD_IPPROTO_TCP 6
+#define LD_TCP_NAGLE_OFF 1  /* include/net/tcp.h: TCP_NODELAY sets it (with TCP_NAGLE_PUSH) */
+#define LD_TCP_NAGLE_CORK 2 /* TCP_CORK */
+
+/* A send on a TCP socket: the bytes it left queued (write_seq - snd_nxt, both
+ * under the socket lock the send just released; an ACK processed meanwhile
+ * can only make it smaller) and the socket's Nagle and cork bits.  A small
+ * write with unacknowledged data in flight and Nagle on stays queued until
+ * the peer's ACK, which a client with delayed ACKs sends up to 40 ms later:
+ * the syscall's time is not the token's departure.  sk_protocol was a
+ * bitfield before 5.6 and nonagle still is one: the _PROBED reads cover both. */
+static __always_inline void ld_tcp_send_state(const struct ld_sock_call *in, struct ld_sock_io *e)
+{
+	struct sock *sk = (struct sock *)in->sk;
+	struct tcp_sock *tp = (struct tcp_sock *)in->sk;
+	__u32 write_seq, snd_nxt;
+	__u8 nonagle;
+
+	e->unsent = 0;
+	e->tcp = 0;
+	if (in->dir != LD_DIR_SEND || (in->family != LD_AF_INET && in->family != LD_AF_INET6))
+		return;
+	if (BPF_CORE_READ(sk, sk_type) != LD_SOCK_STREAM ||
+	    BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol) != LD_IPPROTO_TCP)
+		return;
+	write_seq = BPF_CORE_READ(tp, write_seq);
+	snd_nxt = BPF_CORE_READ(tp, snd_nxt);
+	nonagle = BPF_CORE_READ_BITFIELD_PROBED(tp, nonagle);
+	e->unsent = write_seq - snd_nxt; /* sequence space wraps: the difference does not */
+	if (e->unsent > (1U << 30))      /* a torn read across a wrap or a reset: not a queue */
+		e->unsent = 0;
+	e->tcp = LD_TCP_READ | ((nonagle & LD_TCP_NAGLE_OFF) ? LD_TCP_NODELAY : 0) |
+		 ((nonagle & LD_TCP_NAGLE_CORK) ? LD_TCP_CORK : 0);
 }
 
 /* The first bytes of struct sock_common: addresses, hash, ports, family; read
@@ -261,7 +303,8 @@ static __always_inline int ld_sock_record(struct ld_sock_cpu *cpu, long ret)
 	if (!e)
 		return 0;
 	e->sock_id = in->sock_id;
-	e->reserved = 0; /* no duration: no entry program (see the top) */
+	ld_tcp_send_state(in, e);
+	e->_pad0[0] = e->_pad0[1] = e->_pad0[2] = 0;
 	e->ret = ret;
 	e->fd = in->fd;
 	e->lport = in->lport;

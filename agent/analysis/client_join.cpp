@@ -25,15 +25,17 @@ uint64_t abs_diff(uint64_t a, uint64_t b) { return a > b ? a - b : b - a; }
 
 // The server's token times one per SSE data event (a send of three events is three tokens sent
 // at once), so the n-th token of each side is the same token.
-std::vector<uint64_t> per_event_times(const Request& r) {
-  std::vector<uint64_t> out;
+template <typename T>
+std::vector<T> per_event(const Request& r, const std::vector<T>& per_send) {
+  std::vector<T> out;
   out.reserve(r.token_ns.size());
   for (size_t i = 0; i < r.token_ns.size(); ++i) {
     const uint16_t n = i < r.token_events.size() ? std::max<uint16_t>(1, r.token_events[i]) : 1;
-    out.insert(out.end(), n, r.token_ns[i]);
+    out.insert(out.end(), n, i < per_send.size() ? per_send[i] : T{});
   }
   return out;
 }
+std::vector<uint64_t> per_event_times(const Request& r) { return per_event(r, r.token_ns); }
 
 double max_or_nan(const std::vector<double>& v) { return v.empty() ? kNaN : *std::max_element(v.begin(), v.end()); }
 
@@ -52,6 +54,7 @@ bool causal(const Request& c, const Request& s) {
 
 struct Accumulators {
   std::vector<double> client_ttft, server_ttft, before, after, outside, share, client_gap, server_gap, lag;
+  std::vector<double> held_lag, other_lag;  // lag split by whether Nagle held the token's send
 };
 
 model::JoinedRequest join_one(const Request& c, const Request& s, model::ClientJoin& join, Accumulators& acc) {
@@ -77,8 +80,11 @@ model::JoinedRequest join_one(const Request& c, const Request& s, model::ClientJ
   const size_t n = std::min(sent.size(), c.token_ns.size());
   std::vector<double> lags;
   lags.reserve(n);
+  const std::vector<uint8_t> sent_tcp = per_event(s, s.token_tcp);
   for (size_t k = 0; k < n; ++k) {
     lags.push_back(delta_ms(c.token_ns[k], sent[k]));
+    if (sent_tcp[k] & model::kTcpRead)
+      (model::held_by_nagle(sent_tcp[k]) ? acc.held_lag : acc.other_lag).push_back(lags.back());
     if (k == 0) continue;
     join.gaps++;
     if (delta_ms(c.token_ns[k], c.token_ns[k - 1]) < model::kBunchedArrivalMs &&
@@ -234,6 +240,8 @@ model::ClientJoin join_client(const model::Timeline& client, const model::Timeli
   join.client_gap_ms = model::describe(std::move(acc.client_gap));
   join.server_gap_ms = model::describe(std::move(acc.server_gap));
   join.lag_ms = model::describe(std::move(acc.lag));
+  join.held_lag_ms = model::describe(std::move(acc.held_lag));
+  join.other_lag_ms = model::describe(std::move(acc.other_lag));
   join.bunched_share = join.gaps ? static_cast<double>(join.bunched_tokens) / static_cast<double>(join.gaps) : 0.0;
   if (join.matched < join.client_requests)
     warnings.push_back(

@@ -47,6 +47,26 @@ void count_over_thresholds(const RequestRow& row, const std::vector<double>& gap
   }
 }
 
+TcpSends tcp_sends_of(const model::Timeline& timeline) {
+  TcpSends t;
+  for (const model::Request& request : timeline.requests) {
+    bool read = false, nagle = false;
+    for (uint8_t tcp : request.token_tcp) {
+      if (!(tcp & model::kTcpRead)) continue;
+      read = true;
+      ++t.token_sends;
+      if (tcp & model::kTcpCork) ++t.corked;
+      if (!model::nagle_on(tcp)) continue;
+      nagle = true;
+      ++t.nagle;
+      if (model::held_by_nagle(tcp)) ++t.held;
+    }
+    t.requests += read;
+    t.nagle_requests += nagle;
+  }
+  return t;
+}
+
 }  // namespace
 
 Report build_report(const model::Timeline& timeline, const Target& target, uint64_t window_start_mono_ns,
@@ -63,6 +83,7 @@ Report build_report(const model::Timeline& timeline, const Target& target, uint6
   report.in_flight_requests = timeline.in_flight_requests;
   report.connections = timeline.connections;
   report.multi_event_sends = timeline.multi_event_sends;
+  report.tcp_sends = tcp_sends_of(timeline);
   report.send_syscalls = timeline.send_syscalls;
 
   std::vector<double> ttfts;

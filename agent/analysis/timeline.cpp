@@ -155,6 +155,7 @@ class ConnectionMachine {
       p.response_started = true;
       p.request.token_ns.push_back(ev.ts);
       p.request.token_tid.push_back(ev.tid);
+      p.request.token_tcp.push_back(ev.tcp);
       // Events per send are kept only once a send carries several (rare: most servers send one).
       auto& events = p.request.token_events;
       if (ev.sse_events > 1 && events.empty()) events.assign(p.request.token_ns.size() - 1, 1);
@@ -270,6 +271,14 @@ std::vector<Segment> split_segments(const SocketKey& key, const util::BigVector<
   return segments;
 }
 
+// ld_sock_io's TCP state as model::TcpSendBits (the kernel's bits are the same, but for kTcpHeld).
+uint8_t tcp_bits(const ld_sock_io& ev) {
+  if (!(ev.tcp & LD_TCP_READ)) return 0;
+  return static_cast<uint8_t>((ev.tcp & (LD_TCP_READ | LD_TCP_NODELAY | LD_TCP_CORK)) | (ev.unsent > 0 ? kTcpHeld : 0));
+}
+static_assert(int{LD_TCP_READ} == int{kTcpRead} && int{LD_TCP_NODELAY} == int{kTcpNodelay} &&
+              int{LD_TCP_CORK} == int{kTcpCork});
+
 // Connections are numbered per process in the order they started, so ids do not depend on
 // the order records arrived in.
 void assign_request_ids(std::vector<SegmentResult>& served) {
@@ -324,6 +333,7 @@ void SocketTimelineBuilder::add(const ld_sock_io& ev) {
   item.syscall = ev.syscall;
   item.cls = ev.cls;
   item.sse_events = ev.sse_events;
+  item.tcp = tcp_bits(ev);
   item.rport = ev.rport;
   SocketKey key{ev.hdr.tgid, ev.sock_id};
   // Found through a hash index (the ordered map is for finish(), which walks sockets in order):

@@ -20,7 +20,7 @@ class H2ConnectionMachine {
 
   void on_event(const Item& ev) {
     if (ev.kind == ItemKind::kIo) {
-      if (ev.dir == LD_DIR_SEND) send_syscall_at_[ev.ts] = ev.syscall;
+      if (ev.dir == LD_DIR_SEND) send_at_[ev.ts] = {ev.syscall, ev.tcp};
       return;
     }
     if (ev.kind != ItemKind::kH2Frame || ev.syscall == kH2Preface) return;
@@ -36,8 +36,16 @@ class H2ConnectionMachine {
     while (!open_.empty()) finalize(open_.begin(), why);
     // A send's record and its frames' share a stamp; either may come first.
     for (uint64_t ts : token_sends_) {
-      auto sc = send_syscall_at_.find(ts);
-      ++result_.send_syscalls[sc == send_syscall_at_.end() ? uint8_t{LD_SC_WRITE} : sc->second];
+      auto sc = send_at_.find(ts);
+      ++result_.send_syscalls[sc == send_at_.end() ? uint8_t{LD_SC_WRITE} : sc->second.syscall];
+    }
+    for (Numbered& n : result_.requests) {
+      std::vector<uint8_t>& tcp = n.request.token_tcp;
+      tcp.clear();
+      for (uint64_t ts : n.request.token_ns) {
+        auto sc = send_at_.find(ts);
+        tcp.push_back(sc == send_at_.end() ? uint8_t{0} : sc->second.tcp);
+      }
     }
     result_.partial += partial_streams_.size();
     result_.served = served_;
@@ -133,10 +141,14 @@ class H2ConnectionMachine {
 
   SegmentResult result_;
   std::map<uint32_t, Stream> open_;
-  std::set<uint32_t> sent_first_;                // streams whose first frame seen was the target's send
-  std::set<uint32_t> partial_streams_;           // tokens on streams whose request came before the trace
-  std::set<uint64_t> token_sends_;               // stamps of sends that carried a token
-  std::map<uint64_t, uint8_t> send_syscall_at_;  // the syscall of each send, by stamp
+  std::set<uint32_t> sent_first_;       // streams whose first frame seen was the target's send
+  std::set<uint32_t> partial_streams_;  // tokens on streams whose request came before the trace
+  std::set<uint64_t> token_sends_;      // stamps of sends that carried a token
+  struct Send {
+    uint8_t syscall = 0;
+    uint8_t tcp = 0;  // model::TcpSendBits
+  };
+  std::map<uint64_t, Send> send_at_;  // each send's syscall and TCP state, by stamp
   uint64_t requests_started_ = 0;
   bool served_ = false;
   bool client_ = false;

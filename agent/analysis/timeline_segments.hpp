@@ -29,6 +29,7 @@ struct Item {
   uint8_t syscall = 0;
   uint8_t cls = 0;
   uint8_t sse_events = 0;
+  uint8_t tcp = 0;     // kIo sends: model::TcpSendBits
   uint16_t rport = 0;  // the peer's port: on a served connection, the client's
   uint32_t h2 = 0;     // kH2Frame: flags << 24 | payload length (saturated)
 };

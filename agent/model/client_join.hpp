@@ -49,6 +49,8 @@ struct ClientJoin {
   double outside_ttft_share = 0;              // median over requests of outside / client TTFT (NaN: none)
   Distribution client_gap_ms, server_gap_ms;  // every gap between tokens, first token excluded
   Distribution lag_ms;                        // every token: received - sent
+  Distribution held_lag_ms;                   // the tokens whose send Nagle's algorithm held (model::held_by_nagle)
+  Distribution other_lag_ms;                  // the other tokens whose send's TCP state was read
   uint64_t gaps = 0;                          // client tokens after the first (where bunching is judged)
   uint64_t bunched_tokens = 0;                // arrived < 1 ms after the previous one, sent >= 5 ms after it
   double bunched_share = 0;                   // bunched_tokens / gaps

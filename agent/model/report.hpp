@@ -271,6 +271,18 @@ struct Finding {
   std::string capped_from;  // "warn" or "crit": what the rule said, kept at info for too little evidence
 };
 
+// How the token sends left the server's TCP sockets (socket timelines): a send that returns with
+// its bytes queued behind Nagle's algorithm reaches the client only at the peer's next ACK, up
+// to 40 ms later with delayed ACKs, and its syscall's time is not its departure.
+struct TcpSends {
+  uint64_t token_sends = 0;     // token sends whose socket state was read (TCP)
+  uint64_t nagle = 0;           // of them, on a socket with Nagle on (no TCP_NODELAY, no cork)
+  uint64_t held = 0;            // of those, returned with bytes still queued: waiting on an ACK
+  uint64_t corked = 0;          // token sends on a corked socket
+  uint64_t requests = 0;        // requests with a token send read
+  uint64_t nagle_requests = 0;  // of them, with a token sent with Nagle on
+};
+
 struct Report {
   Target target;
   uint64_t start_unix_ns = 0;
@@ -290,6 +302,7 @@ struct Report {
   uint64_t in_flight_requests = 0;
   uint64_t connections = 0;
   uint64_t multi_event_sends = 0;
+  TcpSends tcp_sends;
   std::map<std::string, uint64_t> send_syscalls;
   Thresholds thresholds;
   ThresholdCounts over_thresholds;

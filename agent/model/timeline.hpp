@@ -10,6 +10,18 @@
 
 namespace ld::model {
 
+// A token send's TCP state, from the sock probe (bpf/events.h, ld_sock_io.tcp and .unsent).
+enum TcpSendBits : uint8_t {
+  kTcpRead = 1,     // the state was read: a send on a TCP socket
+  kTcpNodelay = 2,  // TCP_NODELAY: Nagle's algorithm off
+  kTcpCork = 4,     // TCP_CORK
+  kTcpHeld = 8,     // bytes were still queued, unsent, when the send returned
+};
+// Nagle's algorithm was on for a send: neither TCP_NODELAY nor a cork (a cork holds on purpose).
+inline bool nagle_on(uint8_t tcp) { return (tcp & kTcpRead) && !(tcp & (kTcpNodelay | kTcpCork)); }
+// ... and the send returned with its bytes queued: they wait for the peer's ACK.
+inline bool held_by_nagle(uint8_t tcp) { return nagle_on(tcp) && (tcp & kTcpHeld); }
+
 struct Request {
   std::string id;  // "<tgid>:c<conn>#<n>" for socket timelines (n-th request of
                    // the tgid's conn-th served connection), the log's id otherwise
@@ -26,6 +38,8 @@ struct Request {
                                        // (socket timelines) or the log's "local_port"; 0 = unknown
   std::vector<uint16_t> token_events;  // SSE data events in each token send; empty = one each
                                        // (socket timelines only: a log has one line per token)
+  std::vector<uint8_t> token_tcp;      // TcpSendBits of each token's send; empty = not known (token
+                                       // logs, traces from before the sock probe read them)
 
   double ttft_ms() const;               // first token - start; NaN without tokens
   std::vector<double> gaps_ms() const;  // TPOT gaps, first token excluded

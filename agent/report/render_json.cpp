@@ -121,6 +121,9 @@ J summary_json(const Report& report) {
   J syscalls = J::object();
   for (const auto& [name, count] : report.send_syscalls) syscalls[name] = count;
   j["token_send_syscalls"] = syscalls;
+  const model::TcpSends& t = report.tcp_sends;
+  j["tcp_token_sends"] = J{{"read", t.token_sends}, {"nagle", t.nagle},       {"held", t.held},
+                           {"corked", t.corked},    {"requests", t.requests}, {"nagle_requests", t.nagle_requests}};
   j["thresholds"] = thresholds_json<J>(report);
   j["histograms"] = histograms_json<J>(report);
   return j;
@@ -406,6 +409,8 @@ J client_join_json(const model::ClientJoin& c) {
   j["client_gap_ms"] = distribution_json<J>(c.client_gap_ms);
   j["server_gap_ms"] = distribution_json<J>(c.server_gap_ms);
   j["lag_ms"] = distribution_json<J>(c.lag_ms);
+  j["held_lag_ms"] = distribution_json<J>(c.held_lag_ms);
+  j["other_lag_ms"] = distribution_json<J>(c.other_lag_ms);
   j["gaps"] = c.gaps;
   j["bunched_tokens"] = c.bunched_tokens;
   j["bunched_share"] = share_value<J>(c.bunched_share);

@@ -40,8 +40,9 @@ namespace {
 // The first segment of every fact name a producer writes (docs/rules.md); a name outside them
 // is almost certainly a typo that would keep a rule from ever firing.
 const std::vector<std::string>& report_namespaces() {
-  static const std::vector<std::string> names{"summary",  "outliers", "cause",  "typical", "ttft_fit", "ttft",
-                                              "periodic", "window",   "probes", "target",  "client",   "frames"};
+  static const std::vector<std::string> names{"summary", "outliers", "cause",  "typical", "ttft_fit",
+                                              "ttft",    "periodic", "window", "probes",  "target",
+                                              "client",  "frames",   "tcp"};
   return names;
 }
 const std::vector<std::string>& host_namespaces() {

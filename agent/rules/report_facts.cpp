@@ -217,6 +217,21 @@ void ttft_facts(const model::Report& r, FactSet& facts) {
 
 // A client's token log joined to the server's requests: what the client waited for outside the
 // server (model/client_join.hpp). Only when a log was joined.
+// How the token sends left their TCP sockets (model::TcpSends): Nagle's algorithm on, and sends
+// it held for an ACK.
+void tcp_facts(const model::Report& r, FactSet& facts) {
+  const model::TcpSends& t = r.tcp_sends;
+  facts.set("tcp.token_sends", t.token_sends);
+  if (t.token_sends == 0) return;
+  facts.set("tcp.nagle_sends", t.nagle);
+  facts.set("tcp.held_sends", t.held);
+  facts.set("tcp.corked_sends", t.corked);
+  facts.set("tcp.nagle_share", static_cast<double>(t.nagle) / static_cast<double>(t.token_sends));
+  facts.set("tcp.held_share", static_cast<double>(t.held) / static_cast<double>(t.token_sends));
+  facts.set("tcp.requests", t.requests);
+  facts.set("tcp.nagle_requests", t.nagle_requests);
+}
+
 void client_facts(const model::Report& r, FactSet& facts) {
   const model::ClientJoin& j = r.client_join;
   if (!j.present) return;
@@ -235,6 +250,12 @@ void client_facts(const model::Report& r, FactSet& facts) {
   set_finite(facts, "client.lag_p50_ms", j.lag_ms.p50);
   set_finite(facts, "client.lag_max_ms", j.lag_ms.max);
   set_finite(facts, "client.gap_p50_ms", j.client_gap_ms.p50);
+  if (j.held_lag_ms.count > 0) {
+    facts.set("client.held_tokens", j.held_lag_ms.count);
+    set_finite(facts, "client.held_lag_p50_ms", j.held_lag_ms.p50);
+    set_finite(facts, "client.held_lag_max_ms", j.held_lag_ms.max);
+  }
+  if (j.other_lag_ms.count > 0) set_finite(facts, "client.other_lag_p50_ms", j.other_lag_ms.p50);
   set_finite(facts, "client.server_gap_p50_ms", j.server_gap_ms.p50);
 }
 
@@ -282,6 +303,7 @@ FactSet report_facts(const model::Report& r) {
   typical_facts(r, facts);
   ttft_facts(r, facts);
   client_facts(r, facts);
+  tcp_facts(r, facts);
   frames_facts(r, facts);
   facts.set("periodic.found", r.periodicity.found);
   if (r.periodicity.found) {

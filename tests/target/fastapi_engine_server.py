@@ -20,6 +20,9 @@ loop with call_soon_threadsafe; the endpoint streams them from an async generato
                                        GIL released (lock_contention)
   --gil-hog-ms MS                      a thread runs pure Python for MS every --gil-hog-period-ms,
                                        holding the GIL (gil)
+  --nagle                              bind the listening socket as uvicorn --workers does (proto 0):
+                                       asyncio then leaves TCP_NODELAY off on every connection, and
+                                       small token writes wait for the client's ACK (network)
 
 Prints "listening on 127.0.0.1:PORT" when ready.
 """
@@ -139,6 +142,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--token-ms", type=float, default=30)
+    p.add_argument("--nagle", action="store_true")
     p.add_argument("--prefill-ms", type=float, default=20)
     p.add_argument("--tokens", type=int, default=30)
     p.add_argument("--loop-python-ms", type=float, default=0)
@@ -166,7 +170,10 @@ def main():
         threading.Thread(target=metrics_thread, daemon=True).start()
     if ARGS.gil_hog_ms:
         threading.Thread(target=gil_hog_thread, daemon=True).start()
-    sock = socket.socket()
+    # asyncio sets TCP_NODELAY on an accepted connection only when its socket says IPPROTO_TCP,
+    # which it inherits from the listening socket: `uvicorn --host --port` gets one from
+    # getaddrinfo; `uvicorn --workers`, gunicorn and servers that bind their own (proto 0) do not.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0 if ARGS.nagle else socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", ARGS.port))
     port = sock.getsockname()[1]

@@ -174,7 +174,8 @@ def main():
     if ARGS.layers < 1:
         p.error("--layers must be at least 1")
     ENGINE = Engine(Cuda(ARGS.cuda_lib))
-    sock = socket.socket()
+    # IPPROTO_TCP, not 0: asyncio then sets TCP_NODELAY on each connection, as for `uvicorn --port`.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", ARGS.port))
     sock.listen(128)  # before the line below: a client that reads it may connect at once

@@ -231,7 +231,8 @@ def main():
     proc.start()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # until uvicorn takes it: still clean up
     try:
-        sock = socket.socket()
+        # IPPROTO_TCP, not 0: asyncio then sets TCP_NODELAY on each connection, as for `uvicorn --port`.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", ARGS.port))
         asyncio.run(serve(sock))

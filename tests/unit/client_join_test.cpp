@@ -266,3 +266,25 @@ TEST(ClientJoin, ReportCliClientFlag) {
     EXPECT_TRUE(j["definitions"]["sides"].contains("server"));
   }
 }
+
+// Tokens whose send Nagle held are told apart from the others in the delivery lag, and the Nagle
+// finding quotes both.
+TEST(ClientJoin, HeldTokensLagApartFromTheOthers) {
+  Timeline server, client;
+  Request s = request("9:c1#1", 0.3, steady(100, 10, 20), 40001);
+  s.token_tcp.assign(10, ld::model::kTcpRead);
+  std::vector<double> received = shifted(steady(100, 10, 20), 0.1);
+  for (size_t i : {0u, 4u, 8u}) {
+    s.token_tcp[i] |= ld::model::kTcpHeld;
+    received[i] += 25;  // waited for the client's delayed ACK
+  }
+  server.requests = {s};
+  client.requests = {request("req-1", 0, received, 40001)};
+  std::vector<std::string> warnings;
+  const auto join = ld::analysis::join_client(client, server, "jsonl:c.jsonl", warnings);
+  ASSERT_EQ(join.matched, 1u);
+  EXPECT_EQ(join.held_lag_ms.count, 3u);
+  EXPECT_NEAR(join.held_lag_ms.p50, 25.1, 1e-6);
+  EXPECT_EQ(join.other_lag_ms.count, 7u);
+  EXPECT_NEAR(join.other_lag_ms.p50, 0.1, 1e-6);
+}

@@ -63,7 +63,8 @@ ld_sock_io sock_io() {
   ld_sock_io r{};
   r.hdr = hdr(LD_EV_SOCK_IO, sizeof(r), 1);
   r.sock_id = 0x5c0c1d0000000001ULL;
-  r.reserved = 0x0d00000000000002ULL;
+  r.unsent = 0x0d000002;
+  r.tcp = LD_TCP_READ | LD_TCP_CORK;
   r.ret = -0x0e00000000000003LL;
   r.fd = 0xfd000004;
   r.lport = 8004;
@@ -498,7 +499,8 @@ void check_hdr(const ld_hdr& got, const ld_hdr& want) {
 void check(const ld_sock_io& got, const ld_sock_io& want) {
   check_hdr(got.hdr, want.hdr);
   FIELD(sock_id);
-  FIELD(reserved);
+  FIELD(unsent);
+  FIELD(tcp);
   FIELD(ret);
   FIELD(fd);
   FIELD(lport);

@@ -67,6 +67,8 @@ Report clean_report() {
   for (const char* probe :
        {"sock", "sched", "perf", "memory", "disk", "gil", "futex", "tcp", "cgroup", "reclaim", "cpufreq"})
     r.probes.push_back({probe, ld::model::ProbeState::kAttached, "", 1000, 0});
+  r.tcp_sends.token_sends = r.tokens;  // every token sent on a TCP socket with TCP_NODELAY
+  r.tcp_sends.requests = r.requests;
   r.typical.windows = r.gaps;
   r.typical.total_ms = 40.0 * static_cast<double>(r.gaps);
   r.typical.causes = {{ld::model::Cause::kCompute, 38.0 * static_cast<double>(r.gaps), 0.95, json::object()},
@@ -137,6 +139,19 @@ Report fixture_report(const json& parts) {
     j.lag_ms.p50 = c.at("lag_p50");
     j.lag_ms.max = c.at("lag_max");
     j.client_gap_ms.p50 = j.server_gap_ms.p50 = 40;
+    if (c.contains("held_tokens")) {  // lag split by whether Nagle held the token's send
+      j.held_lag_ms.count = c["held_tokens"];
+      j.held_lag_ms.p50 = c.at("held_lag_p50");
+      j.held_lag_ms.max = c.at("held_lag_max");
+      j.other_lag_ms.count = j.gaps + j.matched - j.held_lag_ms.count;
+      j.other_lag_ms.p50 = c.at("other_lag_p50");
+    }
+  }
+  if (parts.contains("tcp_sends")) {
+    const json& t = parts["tcp_sends"];
+    r.tcp_sends.nagle = t.at("nagle");
+    r.tcp_sends.held = t.at("held");
+    r.tcp_sends.nagle_requests = t.at("nagle_requests");
   }
   return r;
 }
@@ -300,4 +315,23 @@ TEST(RulesShipped, ACauseThatRecursInEverySlowTokenIsAFinding) {
   EXPECT_EQ(f->severity, "warn") << f->evidence;
   EXPECT_NE(find(recurring, "disk-io-on-token-path"), nullptr);
   EXPECT_EQ(find(findings_for(fixture_report({{"outliers", once}}), clean_host()), "kv-alloc-on-request"), nullptr);
+}
+
+// Two held sends are not a pattern a second run would repeat: the Nagle finding stays info and
+// says what it lacks; three in three requests warn.
+TEST(RulesShipped, NagleHoldsWarnOnlyOnThreeHeldSendsInThreeRequests) {
+  Report r = clean_report();
+  r.tcp_sends.nagle = r.tcp_sends.token_sends;
+  r.tcp_sends.nagle_requests = r.requests;
+  r.tcp_sends.held = 2;
+  const auto* thin = find(findings_for(r, clean_host()), "nagle-holds-token-writes");
+  ASSERT_NE(thin, nullptr);
+  EXPECT_EQ(thin->severity, "info");
+  EXPECT_NE(thin->evidence.find("Too little evidence"), std::string::npos) << thin->evidence;
+  EXPECT_EQ(find(findings_for(r, clean_host()), "nagle-on-token-sockets"), nullptr);
+  r.tcp_sends.held = 3;
+  const auto findings = findings_for(r, clean_host());
+  const auto* enough = find(findings, "nagle-holds-token-writes");
+  ASSERT_NE(enough, nullptr);
+  EXPECT_EQ(enough->severity, "warn") << enough->evidence;
 }

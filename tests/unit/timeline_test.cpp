@@ -99,6 +99,12 @@ class Stream {
     tgid_ = tgid;
     return *this;
   }
+  // The TCP state the next sends return with (ld_sock_io.tcp, .unsent).
+  Stream& tcp_state(uint8_t tcp, uint32_t unsent) {
+    tcp_ = tcp;
+    unsent_ = unsent;
+    return *this;
+  }
 
   // A full llama.cpp-style streaming exchange: request, headers at once, tokens, usage, [DONE],
   // terminator. Token i is sent at first_token_ms + i * gap_ms.
@@ -130,10 +136,16 @@ class Stream {
     ev.syscall = sc;
     ev.cls = cls;
     ev.sse_events = sse_events;
+    if (dir == LD_DIR_SEND) {
+      ev.tcp = tcp_;
+      ev.unsent = unsent_;
+    }
     events_.push_back(ev);
     return *this;
   }
 
+  uint8_t tcp_ = 0;
+  uint32_t unsent_ = 0;
   uint32_t tgid_;
   uint32_t tid_ = 101;
   std::vector<Event> events_;
@@ -687,4 +699,44 @@ TEST(TimelineH2, OutOfOrderDeliveryGivesIdenticalResults) {
   const Timeline ordered = build(s);
   ASSERT_EQ(ordered.requests.size(), 6u);
   for (unsigned seed = 1; seed <= 5; ++seed) expect_same(ordered, build(shuffled_within(s.events(), 2 * kMs, seed)));
+}
+
+// Each token carries the TCP state its send returned with: Nagle on or off, bytes still queued.
+TEST(Timeline, TokensCarryTheirSendsTcpState) {
+  Stream s;
+  s.recv(0, 7, LD_PC_HTTP_REQUEST, 300);
+  s.tcp_state(LD_TCP_READ, 0).send(0.1, 7, LD_PC_HTTP_RESPONSE, 120);
+  s.tcp_state(LD_TCP_READ, 80).send(30, 7, LD_PC_SSE_DATA, 80);  // queued behind the headers' ACK
+  s.tcp_state(LD_TCP_READ, 0).send(40, 7, LD_PC_SSE_DATA, 80);
+  s.tcp_state(LD_TCP_READ | LD_TCP_NODELAY, 80).send(50, 7, LD_PC_SSE_DATA, 80);  // a full window, not Nagle
+  s.tcp_state(0, 0).send(60, 7, LD_PC_SSE_DATA, 80);                              // not read (an old trace)
+  s.send(60.5, 7, LD_PC_SSE_DONE, 20);
+  const Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 1u);
+  const Request& r = t.requests[0];
+  ASSERT_EQ(r.token_tcp.size(), 4u);
+  EXPECT_TRUE(ld::model::held_by_nagle(r.token_tcp[0]));
+  EXPECT_TRUE(ld::model::nagle_on(r.token_tcp[1]));
+  EXPECT_FALSE(ld::model::held_by_nagle(r.token_tcp[1]));
+  EXPECT_FALSE(ld::model::nagle_on(r.token_tcp[2]));
+  EXPECT_FALSE(ld::model::held_by_nagle(r.token_tcp[2]));
+  EXPECT_EQ(r.token_tcp[3], 0);
+}
+
+// HTTP/2: a token is a DATA frame; its TCP state is that of the send that carried it, whichever
+// of the two records came first.
+TEST(Timeline, Http2TokensCarryTheirSendsTcpState) {
+  Stream s;
+  s.h2(0, 9, LD_DIR_RECV, {H2{LD_H2_HEADERS, 1, 0, 0, 90}});
+  s.tcp_state(LD_TCP_READ, 0).h2(10, 9, LD_DIR_SEND, {H2{LD_H2_HEADERS, 1, 0, 0, 40}});
+  s.tcp_state(LD_TCP_READ, 45).h2(20, 9, LD_DIR_SEND, {H2{LD_H2_DATA, 1, LD_PC_GRPC_MESSAGE}});
+  s.tcp_state(LD_TCP_READ | LD_TCP_NODELAY, 0).h2(30, 9, LD_DIR_SEND, {H2{LD_H2_DATA, 1, LD_PC_GRPC_MESSAGE}});
+  s.h2(31, 9, LD_DIR_SEND, {H2{LD_H2_HEADERS, 1, 0, LD_H2_FLAG_END_STREAM, 20}});
+  std::vector<Event> events = s.events();
+  std::reverse(events.begin(), events.end());  // frames before their send's record
+  const Timeline t = build(events);
+  ASSERT_EQ(t.requests.size(), 1u);
+  ASSERT_EQ(t.requests[0].token_tcp.size(), 2u);
+  EXPECT_TRUE(ld::model::held_by_nagle(t.requests[0].token_tcp[0]));
+  EXPECT_FALSE(ld::model::nagle_on(t.requests[0].token_tcp[1]));
 }
