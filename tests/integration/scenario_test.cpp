@@ -394,6 +394,124 @@ TEST(RealStack, FastApiLoggerThatWritesAndFsyncsIsDiskIo) {
   }
 }
 
+// gRPC server-streaming (python3-grpcio, gRPC C-core): each stream a request and each message a
+// token, read from HTTP/2 frames in the kernel (plain) or from OpenSSL's plaintext (TLS). The
+// attribution must hold as on HTTP/1.1: the same logger fault reads the same.
+#define REQUIRE_GRPC()                                                                           \
+  do {                                                                                           \
+    REQUIRE_BPF();                                                                               \
+    if (system("/usr/bin/python3 -c 'import grpc' >/dev/null 2>&1") != 0)                        \
+      GTEST_SKIP() << "Debian's python3-grpcio is not installed (scripts/setup.sh installs it)"; \
+  } while (0)
+
+// A self-signed certificate for 127.0.0.1 in `dir` (cert.pem, key.pem): false without openssl.
+bool make_cert_in(const std::string& dir) {
+  const std::string cmd = fmt::format(
+      "openssl req -x509 -newkey rsa:2048 -nodes -keyout {0}/key.pem -out {0}/cert.pem -days 1 -subj /CN=127.0.0.1 "
+      "-addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
+      dir);
+  return system(cmd.c_str()) == 0;
+}
+
+// `requests` streams of `tokens` messages, `concurrency` at a time, on one channel.
+void grpc_load(int port, int requests, int concurrency, int tokens, const std::string& cacert = "") {
+  std::vector<std::string> argv{"/usr/bin/python3",
+                                std::string(LD_SOURCE_DIR) + "/tests/target/grpc_stream_client.py",
+                                "--port",
+                                std::to_string(port),
+                                "--requests",
+                                std::to_string(requests),
+                                "--concurrency",
+                                std::to_string(concurrency),
+                                "--tokens",
+                                std::to_string(tokens),
+                                "--log",
+                                "/dev/null"};
+  if (!cacert.empty()) argv.insert(argv.end(), {"--cacert", cacert});
+  Child client(argv);
+  EXPECT_EQ(client.wait(120s).value_or(-1), 0) << client.err();
+}
+
+void grpc_logger_scenario(bool tls) {
+  ld::test::agent::Dir dir(tls ? "grpcs-scenario" : "grpc-scenario");
+  if (tls && !make_cert_in(dir.path.string())) GTEST_SKIP() << "no openssl command to make a test certificate";
+  const std::string cert = (dir.path / "cert.pem").string(), key = (dir.path / "key.pem").string();
+  std::vector<std::string> extra{"--fsync-every", "10", "--fsync-mib", "48"};
+  if (tls) extra.insert(extra.end(), {"--ssl-certfile", cert, "--ssl-keyfile", key});
+  Child server(python_target("grpc_stream_server.py", extra));
+  Outcome o = run_scenario(tls ? "grpc over TLS mixed (48 MiB record built, written and fsync'd every 10 messages)"
+                               : "grpc mixed (48 MiB record built, written and fsync'd every 10 messages)",
+                           "disk_io+kv_alloc", server, [&](int port) { grpc_load(port, 4, 1, 30, tls ? cert : ""); });
+  EXPECT_EQ(o.report["summary"]["requests"], 4) << o.report["summary"].dump(1);
+  EXPECT_EQ(o.report["summary"]["tokens"], 4 * 30) << o.report["summary"].dump(1);
+  EXPECT_GE(o.outliers, 4u);
+  EXPECT_GE(o.accuracy(), 0.9) << o.report["outliers"].dump(1);
+  EXPECT_TRUE(has_finding(o.report, "disk_io")) << o.report["findings"].dump(1);
+}
+
+TEST(RealStack, GrpcCleanRunIsItsCompute) {
+  REQUIRE_GRPC();
+  Child server(python_target("grpc_stream_server.py", {}));
+  Outcome o = run_scenario("grpc clean (server-streaming, a message every 20 ms)", "compute", server,
+                           [](int port) { grpc_load(port, 6, 1, 30); });
+  EXPECT_EQ(o.report["summary"]["requests"], 6) << o.report["summary"].dump(1);
+  expect_clean(o);
+}
+
+TEST(RealStack, GrpcLoggerThatFsyncsIsDiskIo) {
+  REQUIRE_GRPC();
+  grpc_logger_scenario(false);
+}
+
+TEST(RealStack, GrpcOverTlsLoggerThatFsyncsIsDiskIo) {
+  REQUIRE_GRPC();
+  grpc_logger_scenario(true);
+}
+
+// FastAPI on hypercorn over HTTP/2 (h2c): each stream a request, its SSE events in DATA frames.
+TEST(RealStack, HypercornHttp2LoggerThatFsyncsIsDiskIo) {
+  REQUIRE_FASTAPI();
+  if (system("/usr/bin/python3 -c 'import hypercorn' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "Debian's python3-hypercorn is not installed (scripts/setup.sh installs it)";
+  Child server(fastapi_server({"--server", "hypercorn", "--fsync-every", "10", "--fsync-mib", "48"}));
+  Outcome o = run_scenario("hypercorn h2c mixed (48 MiB record built, written and fsync'd every 10 tokens)",
+                           "disk_io+kv_alloc", server, [](int port) {
+                             ld::bench::BenchOptions options;
+                             options.url = url_of(port);
+                             options.requests = 4;
+                             options.max_tokens = 30;
+                             options.http2 = true;
+                             EXPECT_EQ(ld::bench::run_bench(options).failed, 0);
+                           });
+  EXPECT_EQ(o.report["summary"]["requests"], 4) << o.report["summary"].dump(1);
+  EXPECT_GE(o.outliers, 4u);
+  EXPECT_GE(o.accuracy(), 0.9) << o.report["outliers"].dump(1);
+  EXPECT_TRUE(has_finding(o.report, "disk_io")) << o.report["findings"].dump(1);
+}
+
+// FastAPI on uvicorn terminating TLS: the tokens come from OpenSSL's plaintext (the tls probe).
+TEST(RealStack, UvicornTlsLoggerThatFsyncsIsDiskIo) {
+  REQUIRE_FASTAPI();
+  ld::test::agent::Dir dir("tls-scenario");
+  if (!make_cert_in(dir.path.string())) GTEST_SKIP() << "no openssl command to make a test certificate";
+  const std::string cert = (dir.path / "cert.pem").string(), key = (dir.path / "key.pem").string();
+  Child server(
+      fastapi_server({"--fsync-every", "10", "--fsync-mib", "48", "--ssl-certfile", cert, "--ssl-keyfile", key}));
+  Outcome o = run_scenario("uvicorn TLS mixed (48 MiB record built, written and fsync'd every 10 tokens)",
+                           "disk_io+kv_alloc", server, [&](int port) {
+                             ld::bench::BenchOptions options;
+                             options.url = "https://127.0.0.1:" + std::to_string(port) + "/v1/completions";
+                             options.cacert = cert;
+                             options.requests = 4;
+                             options.max_tokens = 30;
+                             EXPECT_EQ(ld::bench::run_bench(options).failed, 0);
+                           });
+  EXPECT_EQ(o.report["summary"]["requests"], 4) << o.report["summary"].dump(1);
+  EXPECT_GE(o.outliers, 4u);
+  EXPECT_GE(o.accuracy(), 0.9) << o.report["outliers"].dump(1);
+  EXPECT_TRUE(has_finding(o.report, "disk_io")) << o.report["findings"].dump(1);
+}
+
 // vLLM v1's shape: the API server (FastAPI/uvicorn) and an engine-core process it forked,
 // talking over ZMQ IPC (tests/target/vllm_shaped_server.py). The agent is given the API
 // server's pid alone: it must take in the engine itself.
