@@ -270,6 +270,54 @@ LD_INLINE int ld_is_request_line(const struct ld_scratch *s)
 	       ld_starts(s, 0, "PATCH ", 6);
 }
 
+/* RFC 6455 frames: a byte of FIN, RSV1-3 and opcode, a byte of MASK and a
+ * 7-bit length (126: a 16-bit length follows, 127: a 64-bit one), a 4-byte
+ * masking key when masked, the payload.  A payload that opens with a final
+ * text or binary frame (RSV1 allowed: permessage-deflate) whose frames tile
+ * the bytes read, every one masked alike, is WebSocket: LD_PC_WS_CLIENT when
+ * masked (a client's), LD_PC_WS_MESSAGE when not (a server's).  Requiring FIN
+ * and the tiling keeps binary protocols out (a ZMQ frame's flags byte never
+ * has 0x80; TLS records set RSV3); the timeline takes the classes only on a
+ * connection that switched protocols or received a masked frame. */
+#define LD_WS_WALK 8
+LD_INLINE int ld_classify_ws(const struct ld_scratch *s, unsigned int n)
+{
+	unsigned char b0 = ld_byte(s, 0), masked = ld_byte(s, 1) & 0x80;
+	int cls = masked ? LD_PC_WS_CLIENT : LD_PC_WS_MESSAGE;
+	/* A frame that runs past the bytes read is whole only when they were cut
+	 * at the scratch's size; never a byte past n is looked at. */
+	int cut = n == LD_SCRATCH_BYTES ? cls : -1;
+	unsigned int off = 0;
+
+	if (n < 2 || (b0 & 0xb0) != 0x80 || ((b0 & 0x0f) != 1 && (b0 & 0x0f) != 2))
+		return -1;
+	for (unsigned int k = 0; k < LD_WS_WALK && off < n; k++) {
+		unsigned char h0, h1;
+		unsigned int len, hdr = 2;
+
+		if (off + 2 > n)
+			return cut;
+		h0 = ld_byte(s, off);
+		h1 = ld_byte(s, off + 1);
+		if ((h1 & 0x80) != masked || (h0 & 0x30))
+			return -1;
+		len = h1 & 0x7f;
+		if (len == 127) /* a 64-bit length: 64 KiB or more, past any bytes read */
+			return cut;
+		if (len == 126) {
+			if (off + 4 > n)
+				return cut;
+			len = (unsigned int)ld_byte(s, off + 2) << 8 | ld_byte(s, off + 3);
+			hdr = 4;
+		}
+		hdr += masked ? 4 : 0;
+		if (off + hdr + len > n)
+			return cut;
+		off += hdr + len;
+	}
+	return cls; /* the frames tile the bytes read, or LD_WS_WALK of them did */
+}
+
 /* Classifies the first n bytes (n <= LD_SCRATCH_BYTES, a 0 after them) of
  * one send or receive. */
 LD_GLOBAL int ld_classify(const struct ld_scratch *s, unsigned int n)
@@ -290,6 +338,8 @@ LD_GLOBAL int ld_classify(const struct ld_scratch *s, unsigned int n)
 	if (ld_is_request_line(s))
 		return LD_PC_HTTP_REQUEST;
 	if (ld_starts(s, 0, "HTTP/1.", 7)) {
+		if (ld_starts(s, 8, " 101", 4))
+			return LD_PC_HTTP_SWITCH;
 		body = ld_header_end(s, n);
 		if (body && body < n) {
 			frame = ld_skip_chunk_frame(s, body);
@@ -297,6 +347,10 @@ LD_GLOBAL int ld_classify(const struct ld_scratch *s, unsigned int n)
 				return LD_PC_HTTP_RESPONSE_SSE;
 		}
 		return LD_PC_HTTP_RESPONSE;
+	}
+	if (ld_byte(s, 0) & 0x80) {
+		sse = ld_classify_ws(s, n);
+		return sse >= 0 ? sse : LD_PC_OTHER;
 	}
 	frame = ld_skip_chunk_frame(s, 0);
 	body = (unsigned int)frame >> 1;

@@ -30,7 +30,8 @@
                                      6: TLS plaintext classes (ld_tls_io)
                                      7: HTTP/2 frames (ld_h2_frames, LD_PC_H2, LD_PC_GRPC_MESSAGE)
                                      8: ld_sock_io's reserved word is a TCP send's state (unsent,
-                                        tcp); older traces read as "not read" (0) */
+                                        tcp); older traces read as "not read" (0); WebSocket
+                                        classes (LD_PC_HTTP_SWITCH, LD_PC_WS_*) */
 
 #ifndef __VMLINUX_H__
 #include <stdint.h>
@@ -139,6 +140,9 @@ enum ld_payload_class {
 	LD_PC_H2 = 10,           /* HTTP/2 frames (or the client preface); their streams are in the
 				  * ld_h2_frames record that follows */
 	LD_PC_GRPC_MESSAGE = 11, /* an HTTP/2 DATA frame's payload: a gRPC message (length prefix) */
+	LD_PC_HTTP_SWITCH = 12,  /* "HTTP/1.x 101": a status line switching protocols (WebSocket) */
+	LD_PC_WS_MESSAGE = 13,   /* RFC 6455 unmasked data frames (text or binary, final): a server's */
+	LD_PC_WS_CLIENT = 14,    /* masked data frames: a client's messages (RFC 6455 masks them all) */
 };
 
 enum ld_sock_dir {

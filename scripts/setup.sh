@@ -21,7 +21,7 @@ PACKAGES=(
   nginx-light                          # tests: a real proxy in front of the sample server
   python3.11 python3-fastapi python3-uvicorn   # tests: Python targets (frames, gil), a FastAPI server
   python3-zmq                          # tests: a two-process server shaped like vLLM v1 (ZMQ IPC)
-  python3-grpcio python3-hypercorn python3-h2  # tests: gRPC, HTTP/2 SSE targets, an h2 client
+  python3-grpcio python3-hypercorn python3-h2 python3-wsproto  # tests: gRPC, HTTP/2 and WebSocket
   nodejs                               # tests: an HTTP/2 SSE server on Node's own http2 module
   tmux                                 # tests: top driven as a user would (send-keys, capture-pane)
   prometheus                           # tests: a real Prometheus scraping serve

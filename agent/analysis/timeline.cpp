@@ -57,7 +57,10 @@ class ConnectionMachine {
   explicit ConnectionMachine(const Segment& seg) : result_(result_for(seg)) {}
 
   void on_event(const Item& ev) {
-    if (ev.dir == LD_DIR_RECV) {
+    if (!websocket_ && starts_websocket(ev)) begin_websocket(ev);
+    if (websocket_) {
+      on_websocket(ev);
+    } else if (ev.dir == LD_DIR_RECV) {
       on_recv(ev);
     } else {
       on_send(ev);
@@ -78,6 +81,59 @@ class ConnectionMachine {
     bool response_started = false;  // a status line or a token was sent for it
     bool ended = false;             // "[DONE]" or the chunked terminator was sent
   };
+
+  // WebSocket (RFC 6455): the connection switches when the target answers 101, or (a connection
+  // upgraded before the trace) when a client's masked frame arrives. Each client message is a
+  // request; the server's data frames until the next one are its tokens. Nothing marks a
+  // response's end, so the next message or the close ends it.
+  static bool starts_websocket(const Item& ev) {
+    return (ev.dir == LD_DIR_SEND && ev.cls == LD_PC_HTTP_SWITCH) ||
+           (ev.dir == LD_DIR_RECV && ev.cls == LD_PC_WS_CLIENT);
+  }
+
+  void begin_websocket(const Item& ev) {
+    websocket_ = served_ = true;
+    close_orphan();
+    if (ev.cls == LD_PC_HTTP_SWITCH) {
+      // The upgrade request is answered by the 101: not a streaming request, and not counted.
+      requests_started_ -= pending_.size();
+      pending_.clear();
+    }
+    while (!pending_.empty()) finalize_front(EndReason::kNextResponse);
+  }
+
+  void on_websocket(const Item& ev) {
+    if (ev.dir == LD_DIR_RECV) {
+      if (ev.cls == LD_PC_WS_CLIENT) {
+        while (!pending_.empty()) finalize_front(EndReason::kNextResponse);
+        start_request(ev);
+      } else if (!pending_.empty()) {
+        pending_.back().request.input_bytes += static_cast<uint64_t>(ev.ret);  // continuation, control
+      }
+      return;
+    }
+    if (ev.cls != LD_PC_WS_MESSAGE) return;
+    count_token_send(ev);
+    if (pending_.empty()) {  // answering a message from before the trace
+      orphan_open_ = true;
+      ++orphan_tokens_;
+      return;
+    }
+    Pending& p = pending_.front();
+    p.request.end_ns = std::max(p.request.end_ns, ev.ts);
+    p.response_started = true;
+    add_token(p.request, ev);
+  }
+
+  static void add_token(Request& r, const Item& ev) {
+    r.token_ns.push_back(ev.ts);
+    r.token_tid.push_back(ev.tid);
+    r.token_tcp.push_back(ev.tcp);
+    // Events per send are kept only once a send carries several (rare: most servers send one).
+    auto& events = r.token_events;
+    if (ev.sse_events > 1 && events.empty()) events.assign(r.token_ns.size() - 1, 1);
+    if (!events.empty()) events.push_back(std::max<uint16_t>(1, ev.sse_events));
+  }
 
   void on_recv(const Item& ev) {
     if (ev.cls == LD_PC_HTTP_REQUEST) {
@@ -153,13 +209,7 @@ class ConnectionMachine {
     if (is_status_line_class(ev.cls)) p.response_started = true;
     if (is_token_class(ev.cls)) {
       p.response_started = true;
-      p.request.token_ns.push_back(ev.ts);
-      p.request.token_tid.push_back(ev.tid);
-      p.request.token_tcp.push_back(ev.tcp);
-      // Events per send are kept only once a send carries several (rare: most servers send one).
-      auto& events = p.request.token_events;
-      if (ev.sse_events > 1 && events.empty()) events.assign(p.request.token_ns.size() - 1, 1);
-      if (!events.empty()) events.push_back(std::max<uint16_t>(1, ev.sse_events));
+      add_token(p.request, ev);
     }
     if (is_end_marker_class(ev.cls)) {
       p.ended = true;
@@ -213,6 +263,7 @@ class ConnectionMachine {
   std::deque<Pending> pending_;
   uint64_t requests_started_ = 0;
   bool served_ = false;
+  bool websocket_ = false;
   bool orphan_open_ = false;
   uint64_t orphan_tokens_ = 0;
 };
@@ -270,14 +321,6 @@ std::vector<Segment> split_segments(const SocketKey& key, const util::BigVector<
   end_with(EndReason::kTraceEnd);
   return segments;
 }
-
-// ld_sock_io's TCP state as model::TcpSendBits (the kernel's bits are the same, but for kTcpHeld).
-uint8_t tcp_bits(const ld_sock_io& ev) {
-  if (!(ev.tcp & LD_TCP_READ)) return 0;
-  return static_cast<uint8_t>((ev.tcp & (LD_TCP_READ | LD_TCP_NODELAY | LD_TCP_CORK)) | (ev.unsent > 0 ? kTcpHeld : 0));
-}
-static_assert(int{LD_TCP_READ} == int{kTcpRead} && int{LD_TCP_NODELAY} == int{kTcpNodelay} &&
-              int{LD_TCP_CORK} == int{kTcpCork});
 
 // Connections are numbered per process in the order they started, so ids do not depend on
 // the order records arrived in.

@@ -48,6 +48,15 @@ inline bool is_end_marker_class(uint8_t cls) { return cls == LD_PC_SSE_DONE || c
 // An HTTP/2 DATA frame's payload that is a token: a gRPC message or an SSE data event.
 inline bool is_h2_token_class(uint8_t cls) { return cls == LD_PC_GRPC_MESSAGE || cls == LD_PC_SSE_DATA; }
 
+// ld_sock_io's TCP state as model::TcpSendBits (the kernel's bits are the same, but for model::kTcpHeld).
+inline uint8_t tcp_bits(const ld_sock_io& ev) {
+  if (!(ev.tcp & LD_TCP_READ)) return 0;
+  return static_cast<uint8_t>((ev.tcp & (LD_TCP_READ | LD_TCP_NODELAY | LD_TCP_CORK)) |
+                              (ev.unsent > 0 ? model::kTcpHeld : 0));
+}
+static_assert(int{LD_TCP_READ} == int{model::kTcpRead} && int{LD_TCP_NODELAY} == int{model::kTcpNodelay} &&
+              int{LD_TCP_CORK} == int{model::kTcpCork});
+
 // Why a request or a connection stopped being followed.
 enum class EndReason {
   kNextResponse,  // a later request on the same connection took over (keep-alive)

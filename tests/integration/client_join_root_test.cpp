@@ -431,6 +431,35 @@ bool make_test_cert(const std::string& cert, const std::string& key) {
 
 }  // namespace
 
+// WebSocket (FastAPI on uvicorn with python3-wsproto): each client message a request, each text
+// frame the server sends a token; the client's log joins by its port.
+TEST(ClientJoinRoot, UvicornWebSocketShowsItsTokens) {
+  REQUIRE_BPF();
+  if (system("/usr/bin/python3 -c 'import fastapi, uvicorn, wsproto' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "Debian's python3-fastapi, python3-uvicorn and python3-wsproto are not installed "
+                    "(scripts/setup.sh installs them)";
+  ld::test::agent::Dir dir("ws");
+  const std::string target = std::string(LD_SOURCE_DIR) + "/tests/target/";
+  Child server(
+      {"/usr/bin/python3", target + "fastapi_engine_server.py", "--port", "0", "--token-ms", "20", "--tokens", "15"});
+  ASSERT_TRUE(server.wait_for_output("listening on", 20s)) << server.err();
+  const std::string log = (dir.path / "client.jsonl").string();
+  constexpr int kRequests = 6, kTokens = 15;
+  const json report =
+      run_and_report(server.pid(), "60s",
+                     [&] {
+                       Child client({"/usr/bin/python3", target + "ws_client.py", "--url",
+                                     "ws://127.0.0.1:" + listening_port(server) + "/v1/ws", "--requests",
+                                     std::to_string(kRequests), "--tokens", std::to_string(kTokens), "--log", log});
+                       EXPECT_EQ(client.wait(60s).value_or(-1), 0) << client.err();
+                     },
+                     {"--client", log});
+  expect_streams_match_the_client(report, kRequests, kTokens, "websocket", 2.0);
+  const json& c = report.value("client_join", json::object());
+  EXPECT_EQ(c.value("method", ""), "client_port");
+  EXPECT_LT(std::fabs(p50(c, "client_ttft_ms") - p50(c, "server_ttft_ms")), 2.0) << c.dump(1).substr(0, 3000);
+}
+
 // the sock probe sees only ciphertext, the tls probe the plaintext's classes; joined, the
 // server's requests and tokens must be the client's: the token gaps' medians within 2 ms, and
 // per request the client's TTFT within 2 ms of the server's at the median.

@@ -512,6 +512,27 @@ TEST(RealStack, UvicornTlsLoggerThatFsyncsIsDiskIo) {
   EXPECT_TRUE(has_finding(o.report, "disk_io")) << o.report["findings"].dump(1);
 }
 
+// The same FastAPI engine over WebSocket: a message a request, a text frame a token.
+TEST(RealStack, UvicornWebSocketLoggerThatFsyncsIsDiskIo) {
+  REQUIRE_FASTAPI();
+  if (system("/usr/bin/python3 -c 'import wsproto' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "Debian's python3-wsproto is not installed (scripts/setup.sh installs it)";
+  Child server(fastapi_server({"--fsync-every", "10", "--fsync-mib", "48"}));
+  Outcome o =
+      run_scenario("uvicorn WebSocket mixed (48 MiB record built, written and fsync'd every 10 tokens)",
+                   "disk_io+kv_alloc", server, [](int port) {
+                     Child client({"/usr/bin/python3", std::string(LD_SOURCE_DIR) + "/tests/target/ws_client.py",
+                                   "--url", "ws://127.0.0.1:" + std::to_string(port) + "/v1/ws", "--requests", "4",
+                                   "--tokens", "30", "--log", "/dev/null"});
+                     EXPECT_EQ(client.wait(120s).value_or(-1), 0) << client.err();
+                   });
+  EXPECT_EQ(o.report["summary"]["requests"], 4) << o.report["summary"].dump(1);
+  EXPECT_EQ(o.report["summary"]["tokens"], 4 * 30) << o.report["summary"].dump(1);
+  EXPECT_GE(o.outliers, 4u);
+  EXPECT_GE(o.accuracy(), 0.9) << o.report["outliers"].dump(1);
+  EXPECT_TRUE(has_finding(o.report, "disk_io")) << o.report["findings"].dump(1);
+}
+
 // vLLM v1's shape: the API server (FastAPI/uvicorn) and an engine-core process it forked,
 // talking over ZMQ IPC (tests/target/vllm_shaped_server.py). The agent is given the API
 // server's pid alone: it must take in the engine itself.

@@ -24,10 +24,14 @@ loop with call_soon_threadsafe; the endpoint streams them from an async generato
                                        asyncio then leaves TCP_NODELAY off on every connection, and
                                        small token writes wait for the client's ACK (network)
 
+The same engine streams over WebSocket at /v1/ws (uvicorn with Debian's python3-wsproto): each
+text message {"max_tokens": N} is a request, each token a text frame.
+
 Prints "listening on 127.0.0.1:PORT" when ready.
 """
 import argparse
 import asyncio
+import json
 import os
 import socket
 import sys
@@ -37,7 +41,7 @@ import time
 
 import uvicorn
 from target_work import calibrate, log_and_fsync, native_work, python_work
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
 
 ARGS = None
@@ -116,6 +120,30 @@ async def completions(request: Request):
         yield "data: [DONE]\n\n"
 
     return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+@app.websocket("/v1/ws")
+async def completions_ws(ws: WebSocket):
+    """The same engine over WebSocket: each client message {"max_tokens": N} is a request, each
+    token a text frame; nothing marks the end (the client counts its tokens)."""
+    await ws.accept()
+    loop = asyncio.get_running_loop()
+    try:
+        while True:
+            body = json.loads(await ws.receive_text())
+            queue = asyncio.Queue()
+
+            def run(tokens=int(body.get("max_tokens", ARGS.tokens))):
+                native_work(ARGS.prefill_ms)
+                engine(loop, queue, tokens)
+
+            threading.Thread(target=run, daemon=True).start()
+            n = 0
+            while (await queue.get()) is not None:
+                n += 1
+                await ws.send_text(f'{{"choices":[{{"text":"tok{n}","index":0}}]}}')
+    except WebSocketDisconnect:
+        pass
 
 
 @app.get("/health")

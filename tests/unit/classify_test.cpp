@@ -138,3 +138,46 @@ TEST(Classify, NeverReadsPastThePayload) {
 }
 
 }  // namespace
+
+namespace {
+
+// An RFC 6455 frame: FIN + opcode, the length (7, 16 or 64 bits), a masking key when masked.
+std::string ws_frame(const std::string& payload, bool masked, unsigned char first = 0x81) {
+  std::string f(1, static_cast<char>(first));
+  const unsigned char mask_bit = masked ? 0x80 : 0;
+  if (payload.size() < 126) {
+    f += static_cast<char>(mask_bit | payload.size());
+  } else {
+    f += static_cast<char>(mask_bit | 126);
+    f += static_cast<char>(payload.size() >> 8);
+    f += static_cast<char>(payload.size() & 0xff);
+  }
+  if (!masked) return f + payload;
+  const std::string key = "\x11\x22\x33\x44";
+  f += key;
+  for (size_t i = 0; i < payload.size(); ++i) f += static_cast<char>(payload[i] ^ key[i % 4]);
+  return f;
+}
+
+}  // namespace
+
+TEST(Classify, WebSocketFrames) {
+  const std::string token = R"({"type":"token","text":"hello"})";
+  EXPECT_EQ(classify("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n"), LD_PC_HTTP_SWITCH);
+  EXPECT_EQ(classify(ws_frame(token, false)), LD_PC_WS_MESSAGE);
+  EXPECT_EQ(classify(ws_frame(token, false) + ws_frame(token, false)), LD_PC_WS_MESSAGE);
+  EXPECT_EQ(classify(ws_frame(token, true)), LD_PC_WS_CLIENT);
+  EXPECT_EQ(classify(ws_frame(token, false, 0xc1)), LD_PC_WS_MESSAGE);             // permessage-deflate (RSV1)
+  EXPECT_EQ(classify(ws_frame(token, false, 0x82)), LD_PC_WS_MESSAGE);             // binary
+  EXPECT_EQ(classify(ws_frame(std::string(300, 'x'), false)), LD_PC_WS_MESSAGE);   // 16-bit length
+  EXPECT_EQ(classify(ws_frame(std::string(2000, 'x'), false)), LD_PC_WS_MESSAGE);  // cut at 512 bytes read
+  // Not WebSocket data: a ping, a fragment that is not final, frames that do not tile the bytes,
+  // one masked and one not, a TLS record, a ZMQ frame (flags 0x01).
+  EXPECT_EQ(classify(ws_frame("", false, 0x89)), LD_PC_OTHER);
+  EXPECT_EQ(classify(ws_frame(token, false, 0x01)), LD_PC_OTHER);
+  EXPECT_EQ(classify(ws_frame(token, false) + "xy"), LD_PC_OTHER);
+  EXPECT_EQ(classify(ws_frame(token, false).substr(0, 10)), LD_PC_OTHER);
+  EXPECT_EQ(classify(ws_frame(token, false) + ws_frame(token, true)), LD_PC_OTHER);
+  EXPECT_EQ(classify(std::string("\x17\x03\x03\x00\x20", 5) + std::string(32, 'c')), LD_PC_OTHER);
+  EXPECT_EQ(classify(std::string("\x01\x05hello", 7)), LD_PC_OTHER);
+}

@@ -740,3 +740,45 @@ TEST(Timeline, Http2TokensCarryTheirSendsTcpState) {
   EXPECT_TRUE(ld::model::held_by_nagle(t.requests[0].token_tcp[0]));
   EXPECT_FALSE(ld::model::nagle_on(t.requests[0].token_tcp[1]));
 }
+
+// WebSocket: the upgrade request is answered by the 101 and is not a request; each client message
+// is one, and the server's data frames until the next message (or the close) are its tokens.
+TEST(Timeline, WebSocketMessagesAreRequestsAndServerFramesTheirTokens) {
+  Stream s;
+  s.recv(0, 7, LD_PC_HTTP_REQUEST, 250);  // GET /ws, Upgrade: websocket
+  s.send(0.5, 7, LD_PC_HTTP_SWITCH, 130);
+  s.recv(10, 7, LD_PC_WS_CLIENT, 60);
+  for (int i = 0; i < 3; ++i) s.send(40 + 20 * i, 7, LD_PC_WS_MESSAGE, 40);
+  s.recv(200, 7, LD_PC_OTHER, 6);  // a ping
+  s.recv(300, 7, LD_PC_WS_CLIENT, 80);
+  for (int i = 0; i < 2; ++i) s.send(330 + 20 * i, 7, LD_PC_WS_MESSAGE, 40);
+  s.close(400, 7);
+  const Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 2u);
+  EXPECT_EQ(t.requests[0].id, "100:c1#1");
+  EXPECT_EQ(t.requests[1].id, "100:c1#2");
+  EXPECT_DOUBLE_EQ(t.requests[0].ttft_ms(), 30.0);
+  EXPECT_EQ(t.requests[0].token_ns.size(), 3u);
+  EXPECT_EQ(t.requests[0].input_bytes, 66u);
+  EXPECT_EQ(t.requests[1].token_ns.size(), 2u);
+  EXPECT_TRUE(t.requests[0].complete);
+  EXPECT_TRUE(t.requests[1].complete);
+  EXPECT_EQ(t.non_streaming_requests, 0u);
+  EXPECT_EQ(t.connections, 1u);
+}
+
+// A connection upgraded before the trace: its first client frame makes it WebSocket; frames sent
+// before that answered a message the trace did not see.
+TEST(Timeline, WebSocketUpgradedBeforeTheTrace) {
+  Stream s;
+  s.send(0, 9, LD_PC_WS_MESSAGE, 40);
+  s.send(20, 9, LD_PC_WS_MESSAGE, 40);
+  s.recv(50, 9, LD_PC_WS_CLIENT, 60);
+  s.send(70, 9, LD_PC_WS_MESSAGE, 40);
+  s.send(90, 9, LD_PC_WS_MESSAGE, 40);
+  const Timeline t = build(s);
+  ASSERT_EQ(t.requests.size(), 1u);
+  EXPECT_EQ(t.requests[0].token_ns.size(), 2u);
+  EXPECT_DOUBLE_EQ(t.requests[0].ttft_ms(), 20.0);
+  EXPECT_FALSE(t.requests[0].complete);  // the trace ended before a next message or a close
+}
