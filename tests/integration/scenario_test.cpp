@@ -394,6 +394,15 @@ TEST(RealStack, FastApiLoggerThatWritesAndFsyncsIsDiskIo) {
   }
 }
 
+// The logger fault (a fresh record built, written and fsync'd every 10 tokens) over another
+// protocol: every request found, each slow token's top cause the logger's, and the finding.
+void expect_logger_fault_found(const Outcome& o, int requests) {
+  EXPECT_EQ(o.report["summary"]["requests"], requests) << o.report["summary"].dump(1);
+  EXPECT_GE(o.outliers, 4u);
+  EXPECT_GE(o.accuracy(), 0.9) << o.report["outliers"].dump(1);
+  EXPECT_TRUE(has_finding(o.report, "disk_io")) << o.report["findings"].dump(1);
+}
+
 // gRPC server-streaming (python3-grpcio, gRPC C-core): each stream a request and each message a
 // token, read from HTTP/2 frames in the kernel (plain) or from OpenSSL's plaintext (TLS). The
 // attribution must hold as on HTTP/1.1: the same logger fault reads the same.
@@ -442,11 +451,8 @@ void grpc_logger_scenario(bool tls) {
   Outcome o = run_scenario(tls ? "grpc over TLS mixed (48 MiB record built, written and fsync'd every 10 messages)"
                                : "grpc mixed (48 MiB record built, written and fsync'd every 10 messages)",
                            "disk_io+kv_alloc", server, [&](int port) { grpc_load(port, 4, 1, 30, tls ? cert : ""); });
-  EXPECT_EQ(o.report["summary"]["requests"], 4) << o.report["summary"].dump(1);
   EXPECT_EQ(o.report["summary"]["tokens"], 4 * 30) << o.report["summary"].dump(1);
-  EXPECT_GE(o.outliers, 4u);
-  EXPECT_GE(o.accuracy(), 0.9) << o.report["outliers"].dump(1);
-  EXPECT_TRUE(has_finding(o.report, "disk_io")) << o.report["findings"].dump(1);
+  expect_logger_fault_found(o, 4);
 }
 
 TEST(RealStack, GrpcCleanRunIsItsCompute) {
@@ -483,10 +489,7 @@ TEST(RealStack, HypercornHttp2LoggerThatFsyncsIsDiskIo) {
                              options.http2 = true;
                              EXPECT_EQ(ld::bench::run_bench(options).failed, 0);
                            });
-  EXPECT_EQ(o.report["summary"]["requests"], 4) << o.report["summary"].dump(1);
-  EXPECT_GE(o.outliers, 4u);
-  EXPECT_GE(o.accuracy(), 0.9) << o.report["outliers"].dump(1);
-  EXPECT_TRUE(has_finding(o.report, "disk_io")) << o.report["findings"].dump(1);
+  expect_logger_fault_found(o, 4);
 }
 
 // FastAPI on uvicorn terminating TLS: the tokens come from OpenSSL's plaintext (the tls probe).
@@ -506,10 +509,7 @@ TEST(RealStack, UvicornTlsLoggerThatFsyncsIsDiskIo) {
                              options.max_tokens = 30;
                              EXPECT_EQ(ld::bench::run_bench(options).failed, 0);
                            });
-  EXPECT_EQ(o.report["summary"]["requests"], 4) << o.report["summary"].dump(1);
-  EXPECT_GE(o.outliers, 4u);
-  EXPECT_GE(o.accuracy(), 0.9) << o.report["outliers"].dump(1);
-  EXPECT_TRUE(has_finding(o.report, "disk_io")) << o.report["findings"].dump(1);
+  expect_logger_fault_found(o, 4);
 }
 
 // The same FastAPI engine over WebSocket: a message a request, a text frame a token.
@@ -526,11 +526,8 @@ TEST(RealStack, UvicornWebSocketLoggerThatFsyncsIsDiskIo) {
                                    "--tokens", "30", "--log", "/dev/null"});
                      EXPECT_EQ(client.wait(120s).value_or(-1), 0) << client.err();
                    });
-  EXPECT_EQ(o.report["summary"]["requests"], 4) << o.report["summary"].dump(1);
   EXPECT_EQ(o.report["summary"]["tokens"], 4 * 30) << o.report["summary"].dump(1);
-  EXPECT_GE(o.outliers, 4u);
-  EXPECT_GE(o.accuracy(), 0.9) << o.report["outliers"].dump(1);
-  EXPECT_TRUE(has_finding(o.report, "disk_io")) << o.report["findings"].dump(1);
+  expect_logger_fault_found(o, 4);
 }
 
 // vLLM v1's shape: the API server (FastAPI/uvicorn) and an engine-core process it forked,

@@ -10,7 +10,10 @@ CLOCK_MONOTONIC stamps) for `attach --client`.
 http:// speaks h2c with prior knowledge, https:// h2 by ALPN (Debian's python3-h2, the protocol
 machine hypercorn uses). One thread, blocking reads: a byte's arrival is stamped as the read that
 brought it returns. A token is an SSE data event other than [DONE] and a usage summary
-("choices":[]). Exits 1 when a request failed or returned fewer tokens than asked for.
+("choices":[]). With --grpc PATH each request is a gRPC server-streaming call of that method
+(its request message the JSON {"max_tokens": N}) and a token each message of the answer: a gRPC
+client without gRPC C-core's threads between the socket and the stamp. Exits 1 when a request
+failed or returned fewer tokens than asked for.
 """
 import argparse
 import json
@@ -30,8 +33,9 @@ USAGE_ONLY = re.compile(r'"choices"\s*:\s*\[\s*\]')
 
 
 class Stream:
-    def __init__(self, rid):
+    def __init__(self, rid, grpc=False):
         self.rid = rid
+        self.grpc = grpc
         self.lines = [self.line("start", time.monotonic_ns())]
         self.tokens = 0
         self.pending = b""
@@ -42,6 +46,13 @@ class Stream:
 
     def feed(self, data, t_ns):
         self.pending += data
+        while self.grpc and len(self.pending) >= 5:  # a message: flag, 32-bit length, bytes
+            size = 5 + int.from_bytes(self.pending[1:5], "big")
+            if len(self.pending) < size:
+                return
+            self.pending = self.pending[size:]
+            self.lines.append(self.line("token", t_ns))
+            self.tokens += 1
         while b"\n\n" in self.pending:
             event, self.pending = self.pending.split(b"\n\n", 1)
             for field in event.split(b"\n"):
@@ -73,13 +84,20 @@ def main():
     p.add_argument("--tokens", type=int, default=15)
     p.add_argument("--log", required=True)
     p.add_argument("--cacert", help="verify an https:// server with this CA certificate (PEM)")
+    p.add_argument("--grpc", metavar="PATH", help="call this gRPC server-streaming method instead (/pkg.Svc/Method)")
     args = p.parse_args()
     url = urllib.parse.urlsplit(args.url)
     sock = connect(url, args.cacert)
     conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True))
     conn.initiate_connection()
     sock.sendall(conn.data_to_send())
-    body = json.dumps({"prompt": "hello", "max_tokens": args.tokens, "stream": True}).encode()
+    if args.grpc:
+        message = json.dumps({"max_tokens": args.tokens}).encode()
+        body = b"\0" + len(message).to_bytes(4, "big") + message
+        headers = [(":method", "POST"), (":path", args.grpc), ("content-type", "application/grpc"), ("te", "trailers")]
+    else:
+        body = json.dumps({"prompt": "hello", "max_tokens": args.tokens, "stream": True}).encode()
+        headers = [(":method", "POST"), (":path", url.path or "/"), ("content-type", "application/json")]
     streams, done, failures = {}, [], []
     started = 0
 
@@ -88,10 +106,9 @@ def main():
         rid = f"r{started}"
         started += 1
         sid = conn.get_next_available_stream_id()
-        streams[sid] = Stream(rid)  # stamped first: the request begins now
-        conn.send_headers(sid, [(":method", "POST"), (":path", url.path or "/"), (":scheme", url.scheme),
-                                (":authority", url.netloc), ("content-type", "application/json"),
-                                ("x-request-id", rid)])
+        streams[sid] = Stream(rid, bool(args.grpc))  # stamped first: the request begins now
+        conn.send_headers(sid, headers[:2] + [(":scheme", url.scheme), (":authority", url.netloc)] + headers[2:] +
+                          [("x-request-id", rid)])
         conn.send_data(sid, body, end_stream=True)
         sock.sendall(conn.data_to_send())
 
@@ -119,6 +136,10 @@ def main():
                 status = dict(ev.headers).get(b":status", b"")
                 if status != b"200":
                     streams[ev.stream_id].error = f"HTTP {status.decode()}"
+            elif isinstance(ev, h2.events.TrailersReceived) and ev.stream_id in streams:
+                grpc_status = dict(ev.headers).get(b"grpc-status", b"0")
+                if grpc_status != b"0":
+                    streams[ev.stream_id].error = f"grpc-status {grpc_status.decode()}"
             elif isinstance(ev, h2.events.DataReceived) and ev.stream_id in streams:
                 streams[ev.stream_id].feed(ev.data, t_ns)
                 conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
