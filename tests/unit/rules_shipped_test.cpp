@@ -324,11 +324,12 @@ TEST(RulesShipped, NagleHoldsWarnOnlyOnThreeHeldSendsInThreeRequests) {
   r.tcp_sends.nagle = r.tcp_sends.token_sends;
   r.tcp_sends.nagle_requests = r.requests;
   r.tcp_sends.held = 2;
-  const auto* thin = find(findings_for(r, clean_host()), "nagle-holds-token-writes");
+  const auto thin_findings = findings_for(r, clean_host());
+  const auto* thin = find(thin_findings, "nagle-holds-token-writes");
   ASSERT_NE(thin, nullptr);
   EXPECT_EQ(thin->severity, "info");
   EXPECT_NE(thin->evidence.find("Too little evidence"), std::string::npos) << thin->evidence;
-  EXPECT_EQ(find(findings_for(r, clean_host()), "nagle-on-token-sockets"), nullptr);
+  EXPECT_EQ(find(thin_findings, "nagle-on-token-sockets"), nullptr);
   r.tcp_sends.held = 3;
   const auto findings = findings_for(r, clean_host());
   const auto* enough = find(findings, "nagle-holds-token-writes");
