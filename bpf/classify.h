@@ -318,6 +318,14 @@ LD_INLINE int ld_classify_ws(const struct ld_scratch *s, unsigned int n)
 	return cls; /* the frames tile the bytes read, or LD_WS_WALK of them did */
 }
 
+/* Token events a payload of class cls carries, as a record's sse_events:
+ * one for an SSE data event (with or without the status line before it) or
+ * a server's WebSocket frames. */
+LD_INLINE unsigned char ld_token_events(int cls)
+{
+	return cls == LD_PC_SSE_DATA || cls == LD_PC_HTTP_RESPONSE_SSE || cls == LD_PC_WS_MESSAGE;
+}
+
 /* Classifies the first n bytes (n <= LD_SCRATCH_BYTES, a 0 after them) of
  * one send or receive. */
 LD_GLOBAL int ld_classify(const struct ld_scratch *s, unsigned int n)

@@ -315,8 +315,7 @@ static __always_inline int ld_sock_record(struct ld_sock_cpu *cpu, long ret)
 	e->cls = ld_classify(&cpu->s, n);
 	if (e->cls == LD_PC_OTHER && ret > 0 && ld_h2_walk(&cpu->s, n, (__u64)ret, &cpu->h2))
 		e->cls = LD_PC_H2;
-	e->sse_events = (e->cls == LD_PC_SSE_DATA || e->cls == LD_PC_HTTP_RESPONSE_SSE ||
-			 e->cls == LD_PC_WS_MESSAGE) ? 1 : 0;
+	e->sse_events = ld_token_events(e->cls);
 	e->_pad = 0;
 	ts = e->hdr.ts_ns;
 	h2 = e->cls == LD_PC_H2 && (cpu->h2.count || cpu->h2.preface);

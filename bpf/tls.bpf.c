@@ -108,8 +108,7 @@ static __always_inline void ld_tls_emit(__u64 ssl, __u64 buf, __s64 len, __u8 di
 	e->cls = n ? ld_classify(s, n) : LD_PC_OTHER;
 	if (e->cls == LD_PC_OTHER && n && ld_h2_walk(s, n, (__u64)len, &cpu->h2))
 		e->cls = LD_PC_H2;
-	e->sse_events = (e->cls == LD_PC_SSE_DATA || e->cls == LD_PC_HTTP_RESPONSE_SSE ||
-			 e->cls == LD_PC_WS_MESSAGE) ? 1 : 0;
+	e->sse_events = ld_token_events(e->cls);
 	__builtin_memset(e->_pad, 0, sizeof(e->_pad));
 	h2 = e->cls == LD_PC_H2;
 	ts = e->hdr.ts_ns;
