@@ -38,8 +38,8 @@ int ld_enter_futex(struct trace_event_raw_sys_enter *ctx)
 	__u32 op = ctx->args[1];
 	__u32 kind;
 
-	if (!ld_is_target(bpf_get_current_pid_tgid() >> 32))
-		return 0;
+	/* The op first: about half the calls are wakes, and this test reads no
+	 * memory, where the target check reads a map. */
 	switch (op & ~(LD_FUTEX_PRIVATE_FLAG | LD_FUTEX_CLOCK_REALTIME)) {
 	case LD_FUTEX_WAIT:
 	case LD_FUTEX_WAIT_BITSET:
@@ -53,6 +53,8 @@ int ld_enter_futex(struct trace_event_raw_sys_enter *ctx)
 	default:
 		return 0; /* wakes, requeues: not waits */
 	}
+	if (!ld_is_target(bpf_get_current_pid_tgid() >> 32))
+		return 0;
 	ld_sc_enter(kind, ctx->args[0], op);
 	return 0;
 }
@@ -85,8 +87,7 @@ static __always_inline int ld_futex_exit(long ret)
 {
 	struct ld_sc_inflight in;
 
-	if (!ld_is_target(bpf_get_current_pid_tgid() >> 32))
-		return 0;
+	/* Only a target's waits have a slot (the entry checked): no target test. */
 	if (!ld_sc_take(&in))
 		return 0;
 	if (bpf_ktime_get_ns() - in.start_ns < ld_futex_min_ns)
