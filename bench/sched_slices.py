@@ -25,7 +25,7 @@ LINE = re.compile(r'\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): sched_switch: (
 SWITCH = re.compile(r'prev_comm=(.*) prev_pid=(\d+) prev_prio=\d+ prev_state=(\S+) ==> '
                     r'next_comm=(.*) next_pid=(\d+)')
 CLASSES_US = [0, 20, 50, 100, 200, 500, 1000, 10**9]
-SERVER_COMM = 'ld-sample-serv'  # ld-sample-server, cut to 15 characters by the kernel
+SERVER_COMM = os.environ.get('SERVER_COMM', 'ld-sample-serv')  # ld-sample-server, cut to 15 characters by the kernel; llama-server for llama.cpp
 
 
 WAKEUP = re.compile(r'\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): sched_wakeup(?:_new)?: '
