@@ -278,6 +278,7 @@ struct TcpSends {
   uint64_t token_sends = 0;     // token sends whose socket state was read (TCP)
   uint64_t nagle = 0;           // of them, on a socket with Nagle on (no TCP_NODELAY, no cork)
   uint64_t held = 0;            // of those, returned with bytes still queued: waiting on an ACK
+                                // (a complete stream's last send not counted: it holds the end)
   uint64_t corked = 0;          // token sends on a corked socket
   uint64_t requests = 0;        // requests with a token send read
   uint64_t nagle_requests = 0;  // of them, with a token sent with Nagle on

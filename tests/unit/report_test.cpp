@@ -191,6 +191,28 @@ TEST(Report, MillisecondsAreRoundedToThreeDecimals) {
   EXPECT_DOUBLE_EQ(j["requests"][0]["tpot_median_ms"].get<double>(), 1.235);
 }
 
+// A held send delays the token after it; a complete stream's last send held back (llama-server's
+// empty-text event right after the last token) delays only the stream's end.
+TEST(Report, HeldSendsCountAllButACompleteStreamsLast) {
+  using ld::model::kTcpHeld;
+  using ld::model::kTcpRead;
+  Timeline t;
+  Request r;
+  r.id = "a";
+  r.token_ns = {1'000'000, 2'000'000, 3'000'000, 4'000'000};
+  r.token_tcp = {kTcpRead, kTcpRead | kTcpHeld, kTcpRead, kTcpRead | kTcpHeld};
+  r.complete = true;
+  t.requests.push_back(r);
+  r.id = "b";  // cut off by the end of the trace: its last send is a token like the others
+  r.complete = false;
+  t.requests.push_back(r);
+  const ld::model::TcpSends sends = build_report(t, {}, 0, 10'000'000, 0).tcp_sends;
+  EXPECT_EQ(sends.token_sends, 8u);
+  EXPECT_EQ(sends.nagle, 8u);
+  EXPECT_EQ(sends.held, 3u);
+  EXPECT_EQ(sends.nagle_requests, 2u);
+}
+
 TEST(Report, OutliersAndFindingsFollowTheContract) {
   Report r = sample_report();
   ld::model::Outlier o;
