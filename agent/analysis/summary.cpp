@@ -54,9 +54,9 @@ TcpSends tcp_sends_of(const model::Timeline& timeline) {
     // A complete stream's last send held back delays its end, not a token a reader waits for:
     // llama-server sends a last event with empty text right after the last token, and Nagle
     // holds it behind that token's unacknowledged segment (11 of 12 requests on loopback).
-    const size_t last_held_counted = request.complete ? request.token_tcp.size() - 1 : request.token_tcp.size();
     for (size_t i = 0; i < request.token_tcp.size(); ++i) {
       const uint8_t tcp = request.token_tcp[i];
+      const bool closes_stream = request.complete && i + 1 == request.token_tcp.size();
       if (!(tcp & model::kTcpRead)) continue;
       read = true;
       ++t.token_sends;
@@ -64,7 +64,7 @@ TcpSends tcp_sends_of(const model::Timeline& timeline) {
       if (!model::nagle_on(tcp)) continue;
       nagle = true;
       ++t.nagle;
-      if (model::held_by_nagle(tcp) && i < last_held_counted) ++t.held;
+      if (model::held_by_nagle(tcp) && !closes_stream) ++t.held;
     }
     t.requests += read;
     t.nagle_requests += nagle;
